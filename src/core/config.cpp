@@ -1,0 +1,289 @@
+// The GDX_* table, whole-value parsing with error messages that name variable, value and accepted values,
+// and loading of one context's configuration from defaults, environment and API overrides.
+#include "core/config.h"
+#include "core/log.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+extern char **environ;
+
+namespace gdx {
+
+namespace {
+
+constexpr ConfigVarDesc kTable[] = {
+#define GDX_CONFIG_VAR(id, type, def, accepted, doc)                                                        \
+    {ConfigId::id, "GDX_" #id, ConfigType::type, def, accepted, doc},
+#include "core/config_vars.inc"
+#undef GDX_CONFIG_VAR
+};
+static_assert(std::size(kTable) == static_cast<size_t>(ConfigId::kCount));
+
+std::vector<std::string> split(std::string_view s, char sep) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (start <= s.size()) {
+        size_t end = s.find(sep, start);
+        if (end == std::string_view::npos) end = s.size();
+        std::string_view item = s.substr(start, end - start);
+        while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front()))) item.remove_prefix(1);
+        while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back()))) item.remove_suffix(1);
+        out.emplace_back(item);
+        start = end + 1;
+    }
+    return out;
+}
+
+bool in_accepted(std::string_view accepted, std::string_view item) {
+    for (auto &a : split(accepted, ','))
+        if (a == item) return true;
+    return false;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j)
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+} // namespace
+
+std::span<const ConfigVarDesc> config_table() { return kTable; }
+
+const ConfigVarDesc *config_find(std::string_view name) {
+    for (auto &d : kTable)
+        if (d.name == name) return &d;
+    return nullptr;
+}
+
+const char *config_type_name(ConfigType t) {
+    switch (t) {
+    case ConfigType::Size: return "size";
+    case ConfigType::Ternary: return "try|yes|no";
+    case ConfigType::Bool: return "bool";
+    case ConfigType::Enum: return "enum";
+    case ConfigType::List: return "list";
+    case ConfigType::PerKindSize: return "per-kind size";
+    case ConfigType::Duration: return "duration";
+    case ConfigType::UInt: return "unsigned";
+    case ConfigType::String: return "string";
+    }
+    return "?";
+}
+
+std::string config_accepted_text(const ConfigVarDesc &d) {
+    auto joined = [&] {
+        std::string s;
+        for (auto &a : split(d.accepted, ',')) s += (s.empty() ? "" : ", ") + a;
+        return s;
+    };
+    switch (d.type) {
+    case ConfigType::Size: return "a size in bytes with optional unit k, M, G, T (e.g. 4k, 512K, 4M, 1G) or inf";
+    case ConfigType::Ternary: return "one of: try, yes, no";
+    case ConfigType::Bool: return "one of: yes, no (also y, n, 1, 0, on, off, true, false)";
+    case ConfigType::Enum: return "one of: " + joined();
+    case ConfigType::List:
+        return d.accepted.empty() ? "a comma-separated list" : "a comma-separated list of: " + joined();
+    case ConfigType::PerKindSize:
+        return "a size, or comma-separated kind:size pairs with kinds " + joined() + " (e.g. host:512K,cuda:4M)";
+    case ConfigType::Duration: return "a duration with unit ns, us, ms, s, m, h (e.g. 250us, 10s) or inf";
+    case ConfigType::UInt: return "an unsigned integer";
+    case ConfigType::String: return "any string";
+    }
+    return "?";
+}
+
+gdx_status_t config_parse_value(const ConfigVarDesc &d, std::string_view text, ConfigValue *out,
+                                std::string *error) {
+    std::string why;
+    bool ok = true;
+    switch (d.type) {
+    case ConfigType::Size:
+    case ConfigType::UInt: {
+        uint64_t v = 0;
+        ok = d.type == ConfigType::Size ? parse_size(text, &v, &why) : parse_uint(text, &v, &why);
+        if (ok) *out = v;
+        break;
+    }
+    case ConfigType::Duration: {
+        std::chrono::nanoseconds v{};
+        ok = parse_duration(text, &v, &why);
+        if (ok) *out = v;
+        break;
+    }
+    case ConfigType::Bool: {
+        bool v = false;
+        ok = parse_bool(text, &v, &why);
+        if (ok) *out = v;
+        break;
+    }
+    case ConfigType::Ternary: {
+        Ternary v = Ternary::Try;
+        ok = parse_ternary(text, &v, &why);
+        if (ok) *out = v;
+        break;
+    }
+    case ConfigType::Enum: {
+        // Enums compare case-insensitively but are stored as spelled in the table.
+        ok = false;
+        for (auto &a : split(d.accepted, ',')) {
+            if (a.size() == text.size() && strncasecmp(a.c_str(), text.data(), a.size()) == 0) {
+                *out = a;
+                ok = true;
+            }
+        }
+        if (!ok) why = "not an accepted value";
+        break;
+    }
+    case ConfigType::String: *out = std::string(text); break;
+    case ConfigType::List: {
+        std::vector<std::string> items;
+        for (auto &item : split(text, ',')) {
+            if (item.empty()) {
+                ok = false;
+                why = "empty list item";
+                break;
+            }
+            if (!d.accepted.empty() && !in_accepted(d.accepted, item)) {
+                ok = false;
+                why = "unknown item '" + item + "'";
+                break;
+            }
+            items.push_back(item);
+        }
+        if (ok) *out = std::move(items);
+        break;
+    }
+    case ConfigType::PerKindSize: {
+        PerKindSize pk;
+        for (auto &item : split(text, ',')) {
+            size_t colon = item.find(':');
+            std::string key = colon == std::string::npos ? "*" : item.substr(0, colon);
+            std::string val = colon == std::string::npos ? item : item.substr(colon + 1);
+            if (key != "*" && !in_accepted(d.accepted, key)) {
+                ok = false;
+                why = "unknown memory kind '" + key + "'";
+                break;
+            }
+            uint64_t v = 0;
+            if (!parse_size(val, &v, &why)) {
+                ok = false;
+                why = "'" + val + "': " + why;
+                break;
+            }
+            if (v == 0) {
+                ok = false;
+                why = "'" + item + "': a fragment size must be at least 1 byte";
+                break;
+            }
+            pk.entries.emplace_back(key, v);
+        }
+        if (ok) *out = std::move(pk);
+        break;
+    }
+    }
+    if (ok) return GDX_OK;
+    if (error) {
+        *error = std::string(d.name) + "=" + std::string(text) + " is invalid (" + why + "); accepted: " +
+                 config_accepted_text(d);
+    }
+    return GDX_ERR_INVALID_CONFIG;
+}
+
+std::string config_suggest(std::string_view name) {
+    std::string best;
+    size_t best_d = 4; // farther than 3 edits is no typo
+    for (auto &d : kTable) {
+        size_t dist = edit_distance(name, d.name);
+        if (dist < best_d) {
+            best_d = dist;
+            best = d.name;
+        }
+    }
+    return best;
+}
+
+Config Config::defaults() {
+    Config c;
+    c.entries_.resize(std::size(kTable));
+    for (auto &d : kTable) {
+        Entry &e = c.entries_[static_cast<unsigned>(d.id)];
+        std::string err;
+        gdx_status_t st = config_parse_value(d, d.default_value, &e.value, &err);
+        if (st != GDX_OK) {
+            // A bad default is a programming error caught by the config unit test.
+            GDX_ERROR("config", "bad built-in default: %s", err.c_str());
+            std::abort();
+        }
+        e.text = std::string(d.default_value);
+    }
+    return c;
+}
+
+gdx_status_t Config::load(const Overrides &overrides, Config *out, std::string *error) {
+    Config c = defaults();
+    auto set = [&](const ConfigVarDesc &d, std::string_view text, ConfigSource src) {
+        Entry &e = c.entries_[static_cast<unsigned>(d.id)];
+        gdx_status_t st = config_parse_value(d, text, &e.value, error);
+        if (st != GDX_OK) return st;
+        e.source = src;
+        e.text = std::string(text);
+        return GDX_OK;
+    };
+    for (char **env = environ; env != nullptr && *env != nullptr; ++env) {
+        std::string_view kv(*env);
+        if (!kv.starts_with("GDX_")) continue;
+        size_t eq = kv.find('=');
+        if (eq == std::string_view::npos) continue;
+        std::string_view name = kv.substr(0, eq), value = kv.substr(eq + 1);
+        const ConfigVarDesc *d = config_find(name);
+        if (d == nullptr) {
+            std::string hint = config_suggest(name);
+            std::string key = "config-unknown:" + std::string(name);
+            GDX_LOG_ONCE(log::Level::Warn, "config", key, "unknown variable %.*s ignored%s%s%s",
+                         static_cast<int>(name.size()), name.data(), hint.empty() ? "" : " (did you mean ",
+                         hint.c_str(), hint.empty() ? "" : "?)");
+            continue;
+        }
+        if (gdx_status_t st = set(*d, value, ConfigSource::Environment); st != GDX_OK) return st;
+    }
+    for (auto &[name, value] : overrides) {
+        const ConfigVarDesc *d = config_find(name);
+        if (d == nullptr) {
+            if (error) *error = "unknown configuration variable '" + name + "'";
+            return GDX_ERR_INVALID_CONFIG;
+        }
+        if (gdx_status_t st = set(*d, value, ConfigSource::Api); st != GDX_OK) return st;
+    }
+    *out = std::move(c);
+    return GDX_OK;
+}
+
+bool Config::list_allows(ConfigId id, std::string_view item) const {
+    for (auto &s : list(id))
+        if (s == "all" || s == item) return true;
+    return false;
+}
+
+gdx_status_t config_apply_logging(const Config &cfg, std::string *error) {
+    const std::string &name = cfg.str(ConfigId::LOG_LEVEL);
+    log::Level lvl = log::Level::Warn;
+    for (size_t i = 0; i < std::size(log::kLevelNames); ++i)
+        if (log::kLevelNames[i] == name) lvl = static_cast<log::Level>(i);
+    std::string why;
+    if (!log::configure(lvl, cfg.str(ConfigId::LOG_FILE), &why)) {
+        if (error) *error = "GDX_LOG_FILE=" + cfg.str(ConfigId::LOG_FILE) + ": " + why;
+        return GDX_ERR_INVALID_CONFIG;
+    }
+    return GDX_OK;
+}
+
+} // namespace gdx

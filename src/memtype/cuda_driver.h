@@ -1,0 +1,80 @@
+// The CUDA driver API, opened at run time: dlopen("libcuda.so.1"), then every entry point through
+// cuGetProcAddress at the ABI of the cuda.h gdx was built with. Nothing links libcuda, so every gdx binary
+// runs on a machine without a GPU. Only the memtype layer and transports that must speak CUDA (CUDA IPC)
+// include this header; everything else goes through the memory ops table (memory_ops.h).
+#pragma once
+
+#if GDX_HAVE_CUDA_H
+#include <cuda.h>
+
+#include <string>
+#include <vector>
+
+namespace gdx::cuda {
+
+// X(name, required): required entry points must resolve or the driver counts as absent.
+#define GDX_CUDA_DRIVER_FUNCS(X)                                                                            \
+    X(cuInit, true) X(cuDriverGetVersion, true) X(cuGetErrorName, true) X(cuGetErrorString, true)         \
+    X(cuDeviceGetCount, true) X(cuDeviceGet, true) X(cuDeviceGetName, true) X(cuDeviceGetAttribute, true) \
+    X(cuDeviceGetPCIBusId, true) X(cuDeviceTotalMem, true) X(cuDeviceGetUuid, false)                        \
+    X(cuDevicePrimaryCtxRetain, true) X(cuDevicePrimaryCtxRelease, true) X(cuCtxGetCurrent, true)          \
+    X(cuCtxSetCurrent, true) X(cuCtxPushCurrent, true) X(cuCtxPopCurrent, true) X(cuCtxGetDevice, true)    \
+    X(cuCtxSynchronize, true) X(cuPointerGetAttribute, true) X(cuPointerGetAttributes, true)               \
+    X(cuMemGetAddressRange, true) X(cuMemAlloc, true) X(cuMemFree, true) X(cuMemAllocHost, true)           \
+    X(cuMemFreeHost, true) X(cuMemHostAlloc, true) X(cuMemHostRegister, true) X(cuMemHostUnregister, true)   \
+    X(cuMemHostGetDevicePointer, true) X(cuMemAllocManaged, true) X(cuMemcpy, true) X(cuMemcpyAsync, true) \
+    X(cuMemcpyHtoD, true) X(cuMemcpyDtoH, true) X(cuMemsetD8, true) X(cuMemsetD8Async, true)                \
+    X(cuStreamCreate, true) X(cuStreamDestroy, true) X(cuStreamSynchronize, true) X(cuStreamQuery, true)   \
+    X(cuEventCreate, true) X(cuEventDestroy, true) X(cuEventRecord, true) X(cuEventQuery, true)            \
+    X(cuEventSynchronize, true) X(cuDeviceCanAccessPeer, true) X(cuCtxEnablePeerAccess, true)              \
+    X(cuIpcGetMemHandle, true) X(cuIpcOpenMemHandle, true) X(cuIpcCloseMemHandle, true)                    \
+    X(cuMemRetainAllocationHandle, false) X(cuMemRelease, false) X(cuMemCreate, false)                      \
+    X(cuMemMap, false) X(cuMemUnmap, false) X(cuMemAddressReserve, false) X(cuMemAddressFree, false)       \
+    X(cuMemSetAccess, false) X(cuMemGetAllocationGranularity, false)                                        \
+    X(cuMemGetAllocationPropertiesFromHandle, false) X(cuMemExportToShareableHandle, false)                 \
+    X(cuMemImportFromShareableHandle, false) X(cuMemGetHandleForAddressRange, false)                        \
+    X(cuMemAllocAsync, false) X(cuMemFreeAsync, false) X(cuMemPoolCreate, false) X(cuMemPoolDestroy, false) \
+    X(cuMemAllocFromPoolAsync, false) X(cuMemPoolExportToShareableHandle, false)                            \
+    X(cuMemPoolImportFromShareableHandle, false) X(cuMemPoolExportPointer, false)                           \
+    X(cuMemPoolImportPointer, false) X(cuMemPoolSetAccess, false)
+
+struct DriverApi {
+#define GDX_CUDA_DECLARE(name, required) decltype(&::name) name = nullptr;
+    GDX_CUDA_DRIVER_FUNCS(GDX_CUDA_DECLARE)
+#undef GDX_CUDA_DECLARE
+    int driver_version = 0; // e.g. 13000
+    int device_count = 0;
+};
+
+// The driver, loaded and initialized once (thread-safe). nullptr when there is no usable driver or no GPU;
+// why_unavailable() then says why, and that was logged once at info.
+const DriverApi *driver();
+const std::string &why_unavailable();
+
+// "CUDA_ERROR_INVALID_VALUE (invalid argument)".
+std::string error_text(CUresult r);
+
+struct DeviceInfo {
+    int ordinal = -1;
+    std::string name;
+    std::string pci_bus_id; // "0000:18:00.0"
+    size_t total_mem = 0;
+    int cc_major = 0, cc_minor = 0;
+    bool integrated = false;
+    bool dmabuf_supported = false;
+    bool gdr_supported = false;
+    bool gdr_with_vmm = false;
+    bool vmm_supported = false;
+    bool posix_fd_handles = false;
+    int async_engines = 0;
+};
+
+std::vector<DeviceInfo> list_devices();
+
+// Makes device `ordinal`'s primary context current on this thread (retained once per device for the life of
+// the process). Returns CUDA_SUCCESS or the driver's error.
+CUresult bind_device(int ordinal);
+
+} // namespace gdx::cuda
+
+#endif // GDX_HAVE_CUDA_H
