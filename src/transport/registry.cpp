@@ -1,0 +1,29 @@
+// The table of transports compiled into gdx, in preference order. A new transport is one line here (and its
+// folder). Each factory returns a process-lifetime singleton.
+#include "transport/transport.h"
+
+namespace gdx::tp {
+
+namespace {
+Component *const kComponents[] = {
+    nullptr, // keeps the array non-empty until the first transport lands
+};
+} // namespace
+
+std::span<Component *const> components() {
+    static std::vector<Component *> list = [] {
+        std::vector<Component *> v;
+        for (Component *c : kComponents)
+            if (c != nullptr) v.push_back(c);
+        return v;
+    }();
+    return list;
+}
+
+Component *find_component(std::string_view name) {
+    for (Component *c : components())
+        if (c->name() == name) return c;
+    return nullptr;
+}
+
+} // namespace gdx::tp

@@ -1,0 +1,48 @@
+#include "transport/transport.h"
+
+#include <cstdio>
+
+namespace gdx::tp {
+
+const char *reach_name(Reach r) {
+    switch (r) {
+    case Reach::None: return "none";
+    case Reach::Host: return "host";
+    case Reach::Dmabuf: return "dma-buf";
+    case Reach::PeerMem: return "peer-memory";
+    case Reach::Odp: return "odp";
+    case Reach::Ipc: return "cuda-ipc";
+    }
+    return "?";
+}
+
+bool MemHandle::direct(size_t offset, size_t len) const {
+    if (offset > length_ || len > length_ - offset) return false;
+    size_t end = offset + len;
+    for (const ChunkReg &c : chunks_) {
+        if (c.offset + c.length <= offset || c.offset >= end) continue;
+        if (c.reach == Reach::None) return false;
+    }
+    // Chunks tile the registration, so no gap can hide an unreachable byte.
+    return true;
+}
+
+std::string Capabilities::describe() const {
+    char buf[512];
+    std::string types;
+    for (unsigned t = 0; t <= static_cast<unsigned>(mem::MemType::Unmapped); ++t) {
+        if (direct_types & (1u << t)) {
+            if (!types.empty()) types += ",";
+            types += mem::type_name(static_cast<mem::MemType>(t));
+        }
+    }
+    std::snprintf(buf, sizeof(buf),
+                  "put<=%zu get<=%zu am_short<=%zu am_bcopy<=%zu am_zcopy<=%zu lat %.1fus bw %.2fGB/s%s%s "
+                  "direct: %s",
+                  max_put, max_get, max_am_short, max_am_bcopy, max_am_zcopy, latency_ns / 1e3, bandwidth_Bps / 1e9,
+                  (flags & kCapWakeup) ? " wakeup" : "", (flags & kCapIntraNode) ? " intra-node" : "",
+                  types.empty() ? "none" : types.c_str());
+    return buf;
+}
+
+} // namespace gdx::tp

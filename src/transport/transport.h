@@ -1,0 +1,247 @@
+// The shape every gdx transport has, modelled on UCT (component → memory domain → interface → endpoint) and on
+// NCCL's net plugin contract: a transport states precisely what it can do (Capabilities, per-chunk registration
+// outcomes) and moves only bytes it can reach; the fallback layer above decides per fragment what goes direct
+// and what is staged. A transport never calls up into src/fallback/.
+//
+// Threading: an Interface and its endpoints are used from one thread at a time (like UCS_THREAD_MODE_SINGLE);
+// progress() runs callbacks on the calling thread. Different interfaces may be driven by different threads.
+//
+// Operation results (UCT's contract):
+//   GDX_OK              done now; the Completion is not touched.
+//   GDX_INPROGRESS      accepted; Completion::count is decremented when done and cb runs when it reaches 0.
+//   GDX_ERR_NO_RESOURCE back-pressure: nothing was queued; retry after progress(), or pending_add().
+//   other errors        nothing was queued; the log line says why.
+#pragma once
+
+#include "core/config.h"
+#include "gdx/status.h"
+#include "memtype/memory_ops.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gdx::tp {
+
+// ---- access rights and how memory is reached ------------------------------------------------------------
+
+enum Access : unsigned {
+    kAccessLocalRead = 1u << 0,   // the local side reads it (source of a put, am_zcopy)
+    kAccessLocalWrite = 1u << 1,  // the local side writes it (destination of a get)
+    kAccessRemoteRead = 1u << 2,  // a peer may get from it through the remote key
+    kAccessRemoteWrite = 1u << 3, // a peer may put into it through the remote key
+    kAccessAll = 0xf,
+};
+
+// How the transport reaches a chunk of registered memory.
+enum class Reach : uint8_t {
+    None,     // not reachable directly: the fallback layer must stage this chunk
+    Host,     // ordinary host memory registration (or none needed)
+    Dmabuf,   // GPU memory through a dma-buf fd (ibv_reg_dmabuf_mr)
+    PeerMem,  // GPU memory through nvidia-peermem (ibv_reg_mr on the device address)
+    Odp,      // on-demand paging (IBV_ACCESS_ON_DEMAND)
+    Ipc,      // GPU memory mapped into the peer process (CUDA IPC)
+};
+const char *reach_name(Reach r);
+
+// One chunk of a registration and how it went. Registrations are made per chunk so one bad range does not
+// spoil a whole message.
+struct ChunkReg {
+    size_t offset = 0;  // from MemHandle::addr()
+    size_t length = 0;
+    Reach reach = Reach::None;
+    std::string reason; // why it is reached this way, or why not ("dma-buf: EOPNOTSUPP; no peer memory")
+};
+
+// ---- capabilities ---------------------------------------------------------------------------------------
+
+enum Cap : uint64_t {
+    kCapPut = 1u << 0,
+    kCapGet = 1u << 1,
+    kCapAmShort = 1u << 2,
+    kCapAmBcopy = 1u << 3,
+    kCapAmZcopy = 1u << 4,
+    kCapFlush = 1u << 5,
+    kCapFence = 1u << 6,
+    kCapWakeup = 1u << 7,      // wakeup_fd() works
+    kCapIntraNode = 1u << 8,   // reaches only peers on this host
+    kCapErrHandling = 1u << 9, // a dead peer fails outstanding operations (never hangs)
+};
+
+inline uint32_t type_bit(mem::MemType t) { return 1u << static_cast<unsigned>(t); }
+
+struct Capabilities {
+    uint64_t flags = 0;
+    uint32_t direct_types = 0;   // mask of type_bit(MemType): kinds it may reach directly (if mem_reg agrees)
+    size_t max_put = 0;          // per operation
+    size_t max_get = 0;
+    size_t max_am_short = 0;     // header + payload inline
+    size_t max_am_bcopy = 0;
+    size_t max_am_zcopy = 0;
+    double latency_ns = 0;       // estimate for a small message, one way
+    double bandwidth_Bps = 0;    // estimate per interface
+    std::string describe() const; // one line for gdx_info / logs
+};
+
+// ---- completions and back-pressure ----------------------------------------------------------------------
+
+struct Completion {
+    using Callback = void (*)(Completion *self);
+    Callback cb = nullptr;
+    int32_t count = 0;            // operations this completion waits for; cb runs when it reaches 0
+    gdx_status_t status = GDX_OK; // the first error among them
+    void complete(gdx_status_t st) {
+        if (st != GDX_OK && status == GDX_OK) status = st;
+        if (--count == 0 && cb != nullptr) cb(this);
+    }
+};
+
+// A request parked on an endpoint until resources free up. func returns GDX_OK (done, drop it), or
+// GDX_ERR_NO_RESOURCE (keep it queued, stop dispatching for now). The queue is intrusive: no allocation.
+struct PendingRequest {
+    gdx_status_t (*func)(PendingRequest *self) = nullptr;
+    PendingRequest *next = nullptr;
+};
+
+// ---- memory domain --------------------------------------------------------------------------------------
+
+class MemHandle {
+  public:
+    virtual ~MemHandle() = default;
+    void *addr() const { return addr_; }
+    size_t length() const { return length_; }
+    const mem::MemInfo &info() const { return info_; }
+    unsigned access() const { return access_; }
+    const std::vector<ChunkReg> &chunks() const { return chunks_; }
+    // True when every byte of [offset, offset+len) lies in chunks the transport reaches directly.
+    bool direct(size_t offset, size_t len) const;
+    // Writes the remote key (MemoryDomain::rkey_packed_size() bytes). Only directly reachable chunks and
+    // remote access rights granted at registration are opened by it.
+    virtual gdx_status_t pack_rkey(std::span<uint8_t> out) const = 0;
+
+  protected:
+    MemHandle(void *addr, size_t length, const mem::MemInfo &info, unsigned access)
+        : addr_(addr), length_(length), info_(info), access_(access) {}
+    void *addr_;
+    size_t length_;
+    mem::MemInfo info_;
+    unsigned access_;
+    std::vector<ChunkReg> chunks_;
+};
+
+// The peer's view of a registration, unpacked from the bytes MemHandle::pack_rkey wrote. Opaque beyond the
+// range it claims: the target side (or the NIC) enforces range and rights; a raw pointer is never trusted.
+class RemoteKey {
+  public:
+    virtual ~RemoteKey() = default;
+    uint64_t base() const { return base_; }
+    uint64_t length() const { return length_; }
+    unsigned access() const { return access_; }
+
+  protected:
+    uint64_t base_ = 0, length_ = 0;
+    unsigned access_ = 0;
+};
+
+class MemoryDomain {
+  public:
+    virtual ~MemoryDomain() = default;
+    virtual std::string_view name() const = 0;
+    // Registers [addr, addr+len) classified as `info` for `access`. Never fails because memory is unreachable:
+    // such chunks come back with Reach::None and a reason (GDX_ERR_UNSUPPORTED only with GDX_GDR=yes policies
+    // that demand directness). Errors: bad arguments, resource exhaustion.
+    virtual gdx_status_t mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
+                                 std::unique_ptr<MemHandle> *out) = 0;
+    virtual size_t rkey_packed_size() const = 0;
+    // Validates the packed bytes (version, size, fields) before trusting any of them.
+    virtual gdx_status_t rkey_unpack(std::span<const uint8_t> packed, std::unique_ptr<RemoteKey> *out) = 0;
+};
+
+// ---- endpoint and interface -----------------------------------------------------------------------------
+
+class Endpoint;
+
+// Called from progress() for each active message with this id. `data` is valid only during the call.
+using AmHandler = void (*)(void *arg, Endpoint *ep, const void *data, size_t length);
+
+class Endpoint {
+  public:
+    virtual ~Endpoint() = default;
+    // Bytes the peer needs to connect back to this endpoint (exchanged out of band, e.g. by the bootstrap).
+    virtual std::vector<uint8_t> address() const = 0;
+    // Connects to the peer endpoint whose address() bytes are given. May complete asynchronously: operations
+    // issued before the connection is up return GDX_ERR_NO_RESOURCE (or are queued internally, bounded).
+    virtual gdx_status_t connect(std::span<const uint8_t> remote_address) = 0;
+    // GDX_OK once connected, GDX_INPROGRESS while connecting, or the error that broke the connection.
+    virtual gdx_status_t state() const = 0;
+
+    // One-sided write of local [buf, buf+len) (inside `lmemh`, a registration of this transport's MD; may be
+    // null only for host memory when the transport says it needs no local registration) to remote_addr inside
+    // `rkey`.
+    virtual gdx_status_t put(const void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr,
+                             const RemoteKey &rkey, Completion *comp) = 0;
+    // One-sided read of remote [remote_addr, +len) into local buf.
+    virtual gdx_status_t get(void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr,
+                             const RemoteKey &rkey, Completion *comp) = 0;
+    // Active messages: short (inline, ≤ caps.max_am_short) and bcopy (copied at once into the transport's
+    // buffers, ≤ max_am_bcopy). Both complete at once (GDX_OK) or return GDX_ERR_NO_RESOURCE.
+    virtual gdx_status_t am_short(uint8_t id, const void *data, size_t len) = 0;
+    virtual gdx_status_t am_bcopy(uint8_t id, const void *data, size_t len) = 0;
+    // Large active message without an intermediate copy: header (≤ max_am_short) then payload from a
+    // registered buffer; the handler sees header and payload contiguous.
+    virtual gdx_status_t am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload,
+                                  size_t len, const MemHandle *memh, Completion *comp) = 0;
+    // Completes when every operation issued before it is complete at the target.
+    virtual gdx_status_t flush(Completion *comp) = 0;
+    // Operations issued after the fence are performed after those issued before it.
+    virtual gdx_status_t fence() = 0;
+    // Parks `req` until resources free up. GDX_ERR_BUSY when resources are available now (retry yourself).
+    virtual gdx_status_t pending_add(PendingRequest *req) = 0;
+};
+
+class Interface {
+  public:
+    virtual ~Interface() = default;
+    virtual std::string_view transport_name() const = 0; // "tcp", "shm", "cuda_ipc", "rc"
+    virtual std::string_view device_name() const = 0;    // "lo", "rxe0:1", "GPU0", ...
+    virtual const Capabilities &caps() const = 0;
+    virtual MemoryDomain &md() = 0;
+    virtual gdx_status_t ep_create(std::unique_ptr<Endpoint> *out) = 0;
+    // Registers the handler for active-message `id` (< kMaxAmId). Replaces an earlier one.
+    virtual gdx_status_t set_am_handler(uint8_t id, AmHandler fn, void *arg) = 0;
+    // Drives sends, receives, completions and pending requests; returns how many events it processed.
+    virtual unsigned progress() = 0;
+    // A file descriptor that becomes readable when progress() has work; -1 when kCapWakeup is absent.
+    // Call arm_wakeup() (GDX_OK: safe to sleep; GDX_ERR_BUSY: events pending, progress first) before poll().
+    virtual int wakeup_fd() const { return -1; }
+    virtual gdx_status_t arm_wakeup() { return GDX_ERR_UNSUPPORTED; }
+};
+
+inline constexpr unsigned kMaxAmId = 32;
+
+// ---- component (a transport family) and the registry ----------------------------------------------------
+
+struct DeviceDesc {
+    std::string name;          // "lo", "rxe0:1", "GPU0"
+    std::string sys_bus_id;    // PCI bus id of the device, "" if none (loopback, shm)
+    bool intra_node = false;
+};
+
+class Component {
+  public:
+    virtual ~Component() = default;
+    virtual std::string_view name() const = 0;
+    virtual gdx_status_t query_devices(std::vector<DeviceDesc> *out) = 0;
+    virtual gdx_status_t open(const DeviceDesc &dev, const Config &cfg, std::unique_ptr<Interface> *out) = 0;
+};
+
+// Every transport compiled in, in preference order (registry.cpp: one line per transport). An explicit table
+// rather than static registration objects, which a static-library link would silently drop.
+std::span<Component *const> components();
+Component *find_component(std::string_view name);
+
+} // namespace gdx::tp
