@@ -49,6 +49,6 @@ else
   echo "setup.sh: all ${#pkgs[@]} packages present"
 fi
 
-if [ "$want_ucx_src" = 1 ]; then
+if [ "$want_ucx_src" = 1 ] && [ -x "$(dirname "$0")/fetch-ucx-src.sh" ]; then
   "$(dirname "$0")/fetch-ucx-src.sh"
 fi

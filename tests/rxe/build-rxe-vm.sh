@@ -117,7 +117,8 @@ done
 
 (
   unset HOME TERM PATH PWD OLDPWD SHLVL
-  exec /bin/chroot /host /bin/bash "$RES/cmd.sh"
+  export GDX_CMD="$RES/cmd.sh"
+  exec /bin/chroot /host /bin/bash -c '. "$GDX_CMD"' run-in-rxe-vm
 ) < /dev/null > "$out" 2> "$err"
 echo "$?" > /res/rc || fail "cannot write /res/rc"
 kill -9 -1 2>/dev/null

@@ -128,7 +128,7 @@ cleanup() {
   local rc=$?
   trap - EXIT INT TERM HUP
   [ -z "$qpid" ] || stop_pid "$qpid"
-  [ -z "$spid" ] || { kill -KILL "$spid" 2>/dev/null || true; wait "$spid" 2>/dev/null || true; }
+  [ -z "$spid" ] || { kill -TERM "$spid" 2>/dev/null || true; wait "$spid" 2>/dev/null || true; }
   # qemu is gone: drop our holder fds so the readers see EOF after draining the FIFOs.
   [ -z "$wout" ] || exec {wout}>&-
   [ -z "$werr" ] || exec {werr}>&-
@@ -207,8 +207,8 @@ if [[ $USE_RXE == 1 ]]; then
   ((ok)) || fail "rxe0 on $NETDEV: no ACTIVE port with a RoCE v2 GID after 10 s (port state '$st')"
 fi
 if [[ -n ${TMPDIR:-} && ! -d $TMPDIR ]]; then mkdir -p -- "$TMPDIR" || fail "mkdir TMPDIR=$TMPDIR failed"; fi
-cd -- "$CWD" || fail "cannot cd to $CWD in the guest (under /tmp and RXE_VM_RW_CWD=0?)"
-unset fail batch port ok try st g gid ty RES NETDEV MTU IPV4 USE_RXE CWD
+cd -- "$CWD" 2>/dev/null || fail "cannot cd to $CWD in the guest (under /tmp and RXE_VM_RW_CWD=0?)"
+unset fail batch port ok try st g gid ty RES NETDEV MTU IPV4 USE_RXE CWD GDX_CMD
 unset -f fail
 EOF
   printf 'exec'
@@ -266,7 +266,12 @@ cat_err=$!
 
 "${reaper[@]}" "${qemu[@]}" < /dev/null > "$tmp/qemu.log" 2>&1 {wout}>&- {werr}>&- &
 qpid=$!
-"${reaper[@]}" sleep "$timeout_s" {wout}>&- {werr}>&- &
+# The watchdog exits 0 when told to (TERM), so bash prints no "Killed" job notice for it.
+(
+  trap 'exit 0' TERM
+  "${reaper[@]}" sleep "$timeout_s" &
+  wait
+) {wout}>&- {werr}>&- &
 spid=$!
 
 which=
@@ -279,8 +284,7 @@ if [ "$which" = "$spid" ]; then
 fi
 wait "$qpid" 2>/dev/null || true
 qpid=
-kill -KILL "$spid" 2>/dev/null || true
-wait "$spid" 2>/dev/null || true
+[ -z "$spid" ] || { kill -TERM "$spid" 2>/dev/null || true; wait "$spid" 2>/dev/null || true; }
 spid=
 # Let the readers drain the FIFOs before deciding (cleanup would do it too, but output must come
 # before our own messages).
@@ -316,7 +320,7 @@ if [ "$timed_out" = 1 ]; then
     show_console
   else
     echo "$prog: last guest console lines:" >&2
-    tail -n 10 "$tmp/console.log" >&2 2>/dev/null || true
+    if [ -s "$tmp/console.log" ]; then tail -n 10 "$tmp/console.log" >&2; else echo "(none)" >&2; fi
   fi
   exit 124
 fi
