@@ -16,12 +16,13 @@ namespace {
 
 void usage(FILE *f) {
     std::fprintf(f,
-                 "Usage: gdx_info [-v] [-c] [-d] [-t] [-a] [-h]\n"
+                 "Usage: gdx_info [-v] [-c] [-d] [-t] [-a] [-m] [-h]\n"
                  "  -v  version and build configuration (default)\n"
                  "  -c  configuration: every GDX_* variable with value, default, source and doc\n"
                  "  -d  devices: GPUs (CUDA driver) and RDMA devices (libibverbs)\n"
                  "  -t  topology and path decisions for each (GPU, RDMA device) pair\n"
                  "  -a  all of the above\n"
+                 "  -m  the GDX_* reference as a Markdown table (the README's)\n"
                  "  -h  this help\n");
 }
 
@@ -42,6 +43,24 @@ void print_config(const gdx::Config &cfg) {
                     gdx::config_source_name(cfg.source(d.id)), gdx::config_type_name(d.type));
         std::printf("#   accepted: %s\n", gdx::config_accepted_text(d).c_str());
         std::printf("#   %s\n\n", std::string(d.doc).c_str());
+    }
+}
+
+// The README's GDX_* reference is this output (tests/unit/test_readme.cpp keeps them equal).
+std::string md_escape(std::string s) {
+    for (size_t i = 0; (i = s.find('|', i)) != std::string::npos; i += 2) s.insert(i, "\\");
+    return s;
+}
+
+void print_config_markdown() {
+    std::printf("| Variable | Type | Default | Description |\n|---|---|---|---|\n");
+    for (const auto &d : gdx::config_table()) {
+        std::string doc(d.doc);
+        if (!d.accepted.empty() && (d.type == gdx::ConfigType::Enum || d.type == gdx::ConfigType::List))
+            doc += " Accepted: " + std::string(d.accepted) + ".";
+        std::printf("| `%s` | %s | `%s` | %s |\n", std::string(d.name).c_str(),
+                    md_escape(gdx::config_type_name(d.type)).c_str(), std::string(d.default_value).c_str(),
+                    md_escape(doc).c_str());
     }
 }
 
@@ -105,15 +124,16 @@ void print_rdma_devices() {
 } // namespace
 
 int main(int argc, char **argv) {
-    bool version = false, config = false, devices = false, topo = false;
+    bool version = false, config = false, devices = false, topo = false, markdown = false;
     int opt;
-    while ((opt = getopt(argc, argv, "vcdtah")) != -1) {
+    while ((opt = getopt(argc, argv, "vcdtamh")) != -1) {
         switch (opt) {
         case 'v': version = true; break;
         case 'c': config = true; break;
         case 'd': devices = true; break;
         case 't': topo = true; break;
         case 'a': version = config = devices = topo = true; break;
+        case 'm': markdown = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -122,6 +142,10 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "gdx_info: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
         return 2;
+    }
+    if (markdown) { // no context needed: the table's defaults, whatever the environment says
+        print_config_markdown();
+        return 0;
     }
     if (!version && !config && !devices && !topo) version = true;
 

@@ -70,3 +70,21 @@ TEST(GdxInfo, BadOptionIsUsageError) {
     EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.out.find("Usage: gdx_info"), std::string::npos) << r.out;
 }
+
+TEST(Readme, ConfigReferenceEqualsTheTable) {
+    RunResult r = run("", "-m");
+    ASSERT_EQ(r.status, 0) << r.out;
+    FILE *f = fopen(GDX_TEST_SOURCE_DIR "/README.md", "r");
+    ASSERT_NE(f, nullptr);
+    std::string readme;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) readme.append(buf.data(), n);
+    fclose(f);
+    const std::string begin = "<!-- gdx-config-reference:begin -->\n", end = "<!-- gdx-config-reference:end -->";
+    size_t b = readme.find(begin), e = readme.find(end);
+    ASSERT_NE(b, std::string::npos);
+    ASSERT_NE(e, std::string::npos);
+    EXPECT_EQ(readme.substr(b + begin.size(), e - b - begin.size()), r.out)
+        << "README's GDX_* reference is stale: run scripts/gen-readme-config.sh";
+}
