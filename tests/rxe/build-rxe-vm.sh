@@ -11,7 +11,7 @@
 #
 # Usage: build-rxe-vm.sh [--force] [--quiet]
 #   --force   drop the cache (including the .deb) and rebuild from scratch
-#   --quiet   print nothing unless something has to be built or fails
+#   --quiet   print nothing when the cache is up to date
 # Needs: apt-get apt-cache dpkg-deb tar xz cpio modinfo (kmod) busybox-static flock sha256sum
 #        (scripts/setup.sh --rxe installs them). Root is not required except for the apt sandbox nicety.
 set -euo pipefail
@@ -29,7 +29,7 @@ for a in "$@"; do
 done
 
 die() { echo "$prog: error: $*" >&2; exit 1; }
-log() { if [ "$quiet" = 0 ]; then echo "$prog: $*" >&2; fi; }
+log() { echo "$prog: $*" >&2; }
 
 # Guest kernel modules, in load order (modprobe --show-depends order). Missing dependencies of these,
 # should a later kernel add any, are found with modinfo and inserted before their users.
@@ -117,8 +117,7 @@ done
 
 (
   unset HOME TERM PATH PWD OLDPWD SHLVL
-  export GDX_CMD="$RES/cmd.sh"
-  exec /bin/chroot /host /bin/bash -c '. "$GDX_CMD"' run-in-rxe-vm
+  exec /bin/chroot /host /bin/bash "$RES/cmd.sh"
 ) < /dev/null > "$out" 2> "$err"
 echo "$?" > /res/rc || fail "cannot write /res/rc"
 kill -9 -1 2>/dev/null
@@ -132,6 +131,7 @@ stamp_want=$( { init_text; printf '%s\n' "${MODS[@]}"; } | sha256sum | cut -d' '
 
 if [ "$force" = 0 ] && [ -s "$cache/vmlinux" ] && [ -s "$cache/initramfs.cpio" ] &&
    [ "$(cat "$cache/initramfs.stamp" 2>/dev/null || true)" = "$stamp_want" ]; then
+  if [ "$quiet" = 0 ]; then log "up to date: $cache/vmlinux ($(cat "$cache/kernel.version" 2>/dev/null || echo '?')), $cache/initramfs.cpio"; fi
   exit 0
 fi
 
@@ -251,7 +251,7 @@ visit() {
   state[$k]=active
   moddeps "$k"
   for d in ${deps_of[$k]}; do visit "$d"; done
-  state[$k]=done
+  state[$k]="done"
   order+=("$k")
 }
 for m in "${MODS[@]}"; do visit "$m"; done
@@ -261,14 +261,14 @@ fi
 
 # ---- 3. vmlinux from the bzImage's xz payload ------------------------------------------------------
 found=0
-for off in $(LC_ALL=C grep -abo $'\xfd7zXZ' "$work/root/$vmlinuz" | cut -d: -f1); do
+while IFS=: read -r off _; do
   # (process substitution: tail dies of SIGPIPE when xz stops after the first stream; that is fine)
   if xz -dc --single-stream < <(tail -c +"$((off + 1))" "$work/root/$vmlinuz") > "$work/vmlinux" 2>/dev/null &&
      [ "$(head -c 4 "$work/vmlinux" | od -An -c | tr -d ' ')" = '177ELF' ]; then
     found=1
     break
   fi
-done
+done < <(LC_ALL=C grep -abo $'\xfd7zXZ' "$work/root/$vmlinuz" || true)
 [ "$found" = 1 ] || die "no xz-compressed ELF payload found in $vmlinuz (kernel not xz-compressed?)"
 
 # ---- 4. initramfs ----------------------------------------------------------------------------------

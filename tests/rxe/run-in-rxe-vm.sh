@@ -51,8 +51,9 @@ cache=${RXE_VM_CACHE:-/var/tmp/gdx-rxe-vm}
 [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || die "RXE_VM_TIMEOUT='$timeout_s' is not a positive number of seconds"
 [[ $mem =~ ^[1-9][0-9]*[MG]?$ ]] || die "RXE_VM_MEM='$mem' is not like 512M or 1G"
 [[ $smp =~ ^[1-9][0-9]*$ ]] || die "RXE_VM_SMP='$smp' is not a positive number"
-[[ $mtu =~ ^[0-9]+$ ]] && [ "$mtu" -ge 1280 ] && [ "$mtu" -le 65535 ] ||
+if ! [[ $mtu =~ ^[0-9]+$ ]] || [ "$mtu" -lt 1280 ] || [ "$mtu" -gt 65535 ]; then
   die "RXE_VM_MTU='$mtu' is not in 1280..65535 (IPv6 needs at least 1280)"
+fi
 [[ $rw_cwd =~ ^[01]$ ]] || die "RXE_VM_RW_CWD='$rw_cwd' is not 0 or 1"
 [[ $verbose =~ ^[01]$ ]] || die "RXE_VM_VERBOSE='$verbose' is not 0 or 1"
 [[ $use_rxe =~ ^[01]$ ]] || die "RXE_VM_RXE='$use_rxe' is not 0 or 1"
@@ -64,7 +65,7 @@ case "$accel" in
   *) die "RXE_VM_ACCEL='$accel' is not tcg or kvm" ;;
 esac
 
-nic_mode= sock=
+nic_mode='' sock=''
 if [ -n "$nic" ]; then
   case "$nic" in
     server:?*) nic_mode=server sock=${nic#server:}; def_mac=52:54:00:00:00:01 ;;
@@ -84,13 +85,13 @@ if [ "$netdev" = eth0 ] && [ -z "$nic_mode" ]; then
   die "RXE_VM_NETDEV=eth0 needs RXE_VM_NIC=server:SOCK or client:SOCK (the guest has no NIC otherwise)"
 fi
 
-qemu_bin=qemu-system-x86_64
+qemu_bin='qemu-system-x86_64'
 command -v "$qemu_bin" >/dev/null || die "$qemu_bin not found; run scripts/setup.sh --rxe"
 
 # ---- the VM image (built once, cached) -------------------------------------------------------------
 RXE_VM_CACHE=$cache "$here/build-rxe-vm.sh" --quiet || die "building the VM image failed (build-rxe-vm.sh, see above)"
 kernel=$cache/vmlinux initrd=$cache/initramfs.cpio
-[ -s "$kernel" ] && [ -s "$initrd" ] || die "$kernel or $initrd missing after build-rxe-vm.sh"
+if [ ! -s "$kernel" ] || [ ! -s "$initrd" ]; then die "$kernel or $initrd missing after build-rxe-vm.sh"; fi
 
 # ---- read-write shares -----------------------------------------------------------------------------
 rw_paths=()
@@ -111,7 +112,7 @@ for d in ${RXE_VM_RW:-}; do add_rw "$d" "RXE_VM_RW entry"; done
 # ---- per-run directory, FIFOs, cleanup -------------------------------------------------------------
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gdx-rxe.XXXXXX") || die "mktemp -d in ${TMPDIR:-/tmp} failed"
 res=$tmp/res              # shared with the guest (9p tag res, also visible at the same path inside)
-qpid= spid= cat_out= cat_err= wout= werr=
+qpid='' spid='' cat_out='' cat_err='' wout='' werr=''
 
 stop_pid() {  # stop_pid PID: TERM, up to 3 s grace, then KILL; reaps it
   local pid=$1 i
@@ -124,11 +125,12 @@ stop_pid() {  # stop_pid PID: TERM, up to 3 s grace, then KILL; reaps it
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
 }
+# shellcheck disable=SC2317  # invoked through trap
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM HUP
   [ -z "$qpid" ] || stop_pid "$qpid"
-  [ -z "$spid" ] || { kill -TERM "$spid" 2>/dev/null || true; wait "$spid" 2>/dev/null || true; }
+  [ -z "$spid" ] || { kill -PIPE "$spid" 2>/dev/null || true; wait "$spid" 2>/dev/null || true; }
   # qemu is gone: drop our holder fds so the readers see EOF after draining the FIFOs.
   [ -z "$wout" ] || exec {wout}>&-
   [ -z "$werr" ] || exec {werr}>&-
@@ -188,40 +190,59 @@ fi
 ip -batch - <<< "$batch" || fail "ip -batch failed: ${batch//$'\n'/; }"
 if [[ $USE_RXE == 1 ]]; then
   rdma link add rxe0 type rxe netdev "$NETDEV" || fail "rdma link add rxe0 type rxe netdev $NETDEV failed"
-  # Wait for port ACTIVE and a RoCE v2 GID. Bash builtins only: a fork costs ~35 ms under TCG.
-  port=/sys/class/infiniband/rxe0/ports/1 ok=0
+  # Wait until the port is ACTIVE with a RoCE v2 GID, the netdev is operationally up, and (except on lo)
+  # it has its IPv6 link-local address (rdma_cm needs it; on eth0 it comes ~0.5 s after "up").
+  # Bash builtins only: a fork costs ~35 ms under TCG.
+  port=/sys/class/infiniband/rxe0/ports/1 ok=0 why=
   for ((try = 0; try < 200 && !ok; try++)); do
-    st=
-    read -r st < "$port/state" 2>/dev/null || true
-    if [[ $st == *ACTIVE* ]]; then
+    st= ops= why=
+    read -r st 2>/dev/null < "$port/state" || true
+    read -r ops 2>/dev/null < "/sys/class/net/$NETDEV/operstate" || true
+    if [[ $st != *ACTIVE* ]]; then
+      why="port state '$st'"
+    elif [[ $ops != up && $ops != unknown ]]; then
+      why="$NETDEV operstate '$ops'"
+    else
+      why="no RoCE v2 GID"
       for ((g = 0; g < 16; g++)); do
         gid= ty=
-        read -r gid < "$port/gids/$g" 2>/dev/null || continue
+        read -r gid 2>/dev/null < "$port/gids/$g" || continue
         [[ $gid != 0000:0000:0000:0000:0000:0000:0000:0000 ]] || continue
-        read -r ty < "$port/gid_attrs/types/$g" 2>/dev/null || continue
-        if [[ $ty == "RoCE v2" ]]; then ok=1; break; fi
+        read -r ty 2>/dev/null < "$port/gid_attrs/types/$g" || continue
+        if [[ $ty == "RoCE v2" ]]; then why=; break; fi
       done
+      if [[ -z $why && $NETDEV != lo && -r /proc/net/if_inet6 ]]; then
+        why="no IPv6 link-local address on $NETDEV"
+        while read -r a _ _ scope _ name; do
+          if [[ $name == "$NETDEV" && $scope == 20 && $a == fe80* ]]; then why=; break; fi
+        done < /proc/net/if_inet6
+      fi
+      [[ -n $why ]] || ok=1
     fi
     ((ok)) || sleep 0.05
   done
-  ((ok)) || fail "rxe0 on $NETDEV: no ACTIVE port with a RoCE v2 GID after 10 s (port state '$st')"
+  ((ok)) || fail "rxe0 on $NETDEV not ready after 10 s: $why"
 fi
 if [[ -n ${TMPDIR:-} && ! -d $TMPDIR ]]; then mkdir -p -- "$TMPDIR" || fail "mkdir TMPDIR=$TMPDIR failed"; fi
 cd -- "$CWD" 2>/dev/null || fail "cannot cd to $CWD in the guest (under /tmp and RXE_VM_RW_CWD=0?)"
-unset fail batch port ok try st g gid ty RES NETDEV MTU IPV4 USE_RXE CWD GDX_CMD
+unset batch port ok why try st ops g gid ty a scope name RES NETDEV MTU IPV4 USE_RXE CWD
 unset -f fail
 EOF
+  printf 'command -v -- %q >/dev/null || { echo "run-in-rxe-vm: "%q": command not found" >&2; exit 127; }\n' "$1" "$1"
   printf 'exec'
   printf ' %q' "$@"
   echo
 } > "$res/cmd.sh" || die "cannot write $res/cmd.sh"
 
 # ---- qemu ------------------------------------------------------------------------------------------
+loglevel="quiet loglevel=4"
+[ "$verbose" = 0 ] || loglevel="loglevel=7"   # the whole boot log, for debugging
 qesc() { printf '%s' "${1//,/,,}"; }   # qemu option values: ',' is doubled
+# shellcheck disable=SC2054  # commas belong to qemu option values
 qemu=("$qemu_bin" -name gdx-rxe -accel "$accel_opt" -cpu "$cpu" -m "$mem" -smp "$smp"
   -machine pc -display none -vga none -no-reboot -monitor none
   -kernel "$kernel" -initrd "$initrd"
-  -append "console=ttyS0 panic=-1 quiet loglevel=4 mitigations=off acpi=noirq"
+  -append "console=ttyS0 panic=-1 $loglevel mitigations=off acpi=noirq"
   -chardev "file,id=con,path=$(qesc "$tmp/console.log")" -serial chardev:con
   -fsdev local,id=fsroot,path=/,security_model=none,readonly=on,multidevs=remap
   -device virtio-9p-pci,fsdev=fsroot,mount_tag=hostroot
@@ -231,6 +252,7 @@ for i in "${!rw_paths[@]}"; do
   qemu+=(-fsdev "local,id=fsrw$i,path=$(qesc "${rw_paths[$i]}"),security_model=none,multidevs=remap"
     -device "virtio-9p-pci,fsdev=fsrw$i,mount_tag=rw$i")
 done
+# shellcheck disable=SC2054
 qemu+=(-device virtio-serial-pci
   -chardev "file,id=cout,path=$(qesc "$tmp/out")" -device virtserialport,chardev=cout,name=gdx.stdout
   -chardev "file,id=cerr,path=$(qesc "$tmp/err")" -device virtserialport,chardev=cerr,name=gdx.stderr)
@@ -266,32 +288,29 @@ cat_err=$!
 
 "${reaper[@]}" "${qemu[@]}" < /dev/null > "$tmp/qemu.log" 2>&1 {wout}>&- {werr}>&- &
 qpid=$!
-# The watchdog exits 0 when told to (TERM), so bash prints no "Killed" job notice for it.
-(
-  trap 'exit 0' TERM
-  "${reaper[@]}" sleep "$timeout_s" &
-  wait
-) {wout}>&- {werr}>&- &
+# The watchdog is stopped with SIGPIPE, the one signal bash prints no "Killed" job notice for here.
+"${reaper[@]}" sleep "$timeout_s" {wout}>&- {werr}>&- &
 spid=$!
 
-which=
-wait -n -p which "$qpid" "$spid" || true
+which=''
+qst=0
+wait -n -p which "$qpid" "$spid" || qst=$?
 timed_out=0
 if [ "$which" = "$spid" ]; then
   timed_out=1
-  spid=
+  spid=''
   stop_pid "$qpid"
 fi
 wait "$qpid" 2>/dev/null || true
-qpid=
-[ -z "$spid" ] || { kill -TERM "$spid" 2>/dev/null || true; wait "$spid" 2>/dev/null || true; }
-spid=
+qpid=''
+[ -z "$spid" ] || { kill -PIPE "$spid" 2>/dev/null || true; wait "$spid" 2>/dev/null || true; }
+spid=''
 # Let the readers drain the FIFOs before deciding (cleanup would do it too, but output must come
 # before our own messages).
 exec {wout}>&- {werr}>&-
-wout= werr=
+wout='' werr=''
 wait "$cat_out" "$cat_err" 2>/dev/null || true
-cat_out= cat_err=
+cat_out='' cat_err=''
 
 show_console() {
   echo "---- $prog: guest console log ----" >&2
@@ -308,7 +327,7 @@ if [ -e "$res/vmfail" ]; then
   show_console
   exit 125
 fi
-rc=
+rc=''
 if [ -r "$res/rc" ]; then read -r rc < "$res/rc" || true; fi
 if [[ $rc =~ ^[0-9]+$ ]]; then
   [ "$verbose" = 0 ] || show_console
@@ -324,6 +343,7 @@ if [ "$timed_out" = 1 ]; then
   fi
   exit 124
 fi
-echo "$prog: the VM ended without reporting the command's exit status (qemu crashed, or the guest panicked)" >&2
+echo "$prog: the VM ended (qemu exit status $qst) without reporting the command's exit status" \
+  "(qemu failed, or the guest panicked)" >&2
 show_console
 exit 125
