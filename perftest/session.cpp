@@ -1,0 +1,304 @@
+#include "session.h"
+
+#include "bench.h"
+#include "datapath.h"
+#include "memory.h"
+
+#include <algorithm>
+#include <chrono>
+#include <unistd.h>
+
+namespace gdx::perf {
+
+namespace {
+
+std::string host_name() {
+    char buf[256] = {};
+    if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+    return buf;
+}
+
+void error(const char *side, const std::string &msg) { std::fprintf(stderr, "gdx_perftest%s: %s\n", side, msg.c_str()); }
+
+// Waits for the data path's connection (both sides progress while waiting).
+gdx_status_t wait_connected(DataPath &dp, double timeout_s, std::string *why) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    for (;;) {
+        gdx_status_t st = dp.connected(why);
+        if (st == GDX_OK) return GDX_OK;
+        if (st != GDX_INPROGRESS) return st;
+        if (std::chrono::steady_clock::now() > deadline) {
+            *why = dp.transport() + ": the endpoint did not connect within " + std::to_string(static_cast<int>(timeout_s)) +
+                   " s";
+            return GDX_ERR_TIMEOUT;
+        }
+    }
+}
+
+// The decision lines for this run's device pair, in the spirit of gdx_info -t.
+std::vector<std::string> decision_lines(const Options &opt, const DataPath &dp, const MemSpec &local,
+                                        const MemSpec &remote, const std::string &local_reach,
+                                        const std::string &remote_reach, bool same_host) {
+    std::vector<std::string> v;
+    v.push_back("transport " + dp.transport() + " on " + dp.device() + " (-x " + opt.transport + "; peer " +
+                (same_host ? "on this host" : "on another host") + ")");
+    v.push_back("local " + local.text() + ": " + local_reach);
+    v.push_back("remote " + remote.text() + ": " + remote_reach);
+    v.push_back(std::string("path mode ") + path_mode_name(opt.path) +
+                (opt.path == PathMode::Staged ? " (GDX_FAULT_P2P_EVERY=1: every fragment staged)"
+                 : opt.path == PathMode::Direct ? " (GDX_GDR=yes, GDX_P2P=yes: staging is an error)"
+                                                 : " (gdx decides per fragment)"));
+    return v;
+}
+
+struct Peer {
+    std::string host;
+    uint64_t gpus = 0;
+};
+
+} // namespace
+
+gdx_status_t config_for(PathMode path, Config *out, std::string *why) {
+    Config::Overrides ov;
+    if (path == PathMode::Staged) ov["GDX_FAULT_P2P_EVERY"] = "1";
+    if (path == PathMode::Direct) {
+        ov["GDX_GDR"] = "yes";
+        ov["GDX_P2P"] = "yes";
+    }
+    return Config::load(ov, out, why);
+}
+
+bool memory_available_here(const MemSpec &m, std::string *why) {
+    if (!mem_kind_is_gpu(m.kind)) return true;
+    std::string reason;
+    int n = gpu_count(&reason);
+    if (n == 0) {
+        *why = "memory kind '" + m.text() + "' needs a GPU, and there is none here: " + reason;
+        return false;
+    }
+    if (m.gpu >= n) {
+        *why = "memory kind '" + m.text() + "': GPU " + std::to_string(m.gpu) + " does not exist (this machine has " +
+               std::to_string(n) + " GPU" + (n == 1 ? "" : "s") + ")";
+        return false;
+    }
+    return true;
+}
+
+// ---- client ----------------------------------------------------------------------------------------------
+
+namespace {
+
+int client_pair(const Options &opt, Control &ctl, Reporter &rep, const Peer &peer, bool same_host,
+                const MemSpec &local, const MemSpec &remote, bool print_decisions) {
+    std::string why;
+    const uint64_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
+    Config cfg;
+    if (config_for(opt.path, &cfg, &why) != GDX_OK) {
+        error("", why);
+        return 1;
+    }
+    if (!memory_available_here(local, &why)) {
+        error("", why);
+        return 1;
+    }
+    std::unique_ptr<Buffer> buf;
+    if (Buffer::allocate(local, 2 * max_size, &buf, &why) != GDX_OK) {
+        error("", why);
+        return 1;
+    }
+    std::unique_ptr<DataPath> dp;
+    std::string key, reach;
+    if (open_datapath(cfg, opt.transport, local, remote, same_host, opt.path, &dp, &why) != GDX_OK ||
+        dp->register_buffer(*buf, &key, &reach, &why) != GDX_OK) {
+        error("", why);
+        return 1;
+    }
+    Options spec = opt;
+    spec.mem_pairs = {{local, remote}};
+    spec.transport = dp->transport();
+    Message m;
+    if (ctl.send(Msg::Spec, {spec.serialize(), dp->address(), key, reach}, &why) != GDX_OK ||
+        ctl.expect(Msg::Ready, &m, opt.timeout_s, &why) != GDX_OK ||
+        dp->connect(m.field(0), m.field(1), &why) != GDX_OK || wait_connected(*dp, opt.timeout_s, &why) != GDX_OK) {
+        error("", why);
+        return 1;
+    }
+    for (const std::string &line : decision_lines(opt, *dp, local, remote, reach, m.field(2), same_host)) {
+        rep.add_note(line);
+        if (print_decisions && !opt.quiet_decisions && !opt.csv) std::printf("# decision: %s\n", line.c_str());
+    }
+    rep.header(dp->transport(), dp->device(), local, remote);
+
+    PairContext c{opt, ctl, *dp, *buf, {}, max_size};
+    c.am.buf = buf.get();
+    c.am.region = max_size;
+    dp->set_am_callback(am_callback, &c.am);
+    Progress progress;
+    const std::string mems = local.text() + "->" + remote.text();
+    for (Test t : opt.tests) {
+        for (size_t i = 0; i < opt.sizes.size(); ++i) {
+            progress.update(test_name(t), mems, opt.sizes[i], i, opt.sizes.size());
+            TestOutcome o = client_test(c, t, opt.sizes[i]);
+            progress.clear();
+            if (o.skipped) {
+                rep.add_note(o.message);
+                if (!opt.csv) std::printf("# %s\n", o.message.c_str());
+                continue;
+            }
+            if (o.exit_code != 0) {
+                std::string ignored;
+                ctl.send(Msg::Error, {o.message}, &ignored);
+                error("", o.message);
+                return o.exit_code;
+            }
+            Row &r = o.row;
+            r.local_mem = local.text();
+            r.remote_mem = remote.text();
+            sanity_check(&r, limit_for(r.transport, r.path, local, remote, same_host));
+            rep.row(r);
+            bool staged = r.path.staged_share > 0;
+            if ((opt.path == PathMode::Direct && staged) || (opt.path == PathMode::Staged && r.path.staged_share < 1)) {
+                std::string msg = std::string("--path ") + path_mode_name(opt.path) + " was asked, but " + r.test +
+                                  " " + size_text(r.size) + " took " + r.path.text();
+                std::string ignored;
+                ctl.send(Msg::Error, {msg}, &ignored);
+                error("", msg);
+                return 1;
+            }
+        }
+    }
+    (void)peer;
+    return 0;
+}
+
+} // namespace
+
+int run_client(const Options &opt, Control &ctl, Reporter &rep) {
+    std::string why;
+    std::string gpu_why;
+    const int gpus = gpu_count(&gpu_why);
+    Message m;
+    if (ctl.send(Msg::Hello, {num(kProtocolVersion), host_name(), num(static_cast<uint64_t>(gpus))}, &why) != GDX_OK ||
+        ctl.expect(Msg::Hello, &m, opt.timeout_s, &why) != GDX_OK) {
+        error("", why);
+        return 1;
+    }
+    if (m.u64(0) != kProtocolVersion) {
+        error("", "the server speaks gdx_perftest protocol " + m.field(0) + ", this client " +
+                      num(kProtocolVersion) + ": run the same gdx_perftest on both sides");
+        return 1;
+    }
+    Peer peer{m.field(1), m.u64(2)};
+    const bool same_host = opt.role == Role::Loopback || peer.host == host_name();
+
+    auto pairs = opt.mem_pairs;
+    if (pairs.empty()) {
+        pairs.push_back({MemSpec{}, MemSpec{}});
+        // --loopback on a GPU machine: GPU memory too (two GPUs: across them as well).
+        if (opt.role == Role::Loopback && gpus > 0) {
+            pairs.push_back({MemSpec{MemKindOpt::Cuda, 0}, MemSpec{MemKindOpt::Cuda, 0}});
+            if (gpus > 1) pairs.push_back({MemSpec{MemKindOpt::Cuda, 0}, MemSpec{MemKindOpt::Cuda, 1}});
+        } else if (opt.role == Role::Loopback) {
+            std::string note = "GPU memory not measured: " + gpu_why;
+            rep.add_note(note);
+            if (!opt.csv) std::printf("# %s\n", note.c_str());
+        }
+    }
+    int rc = 0;
+    for (size_t i = 0; i < pairs.size() && rc == 0; ++i)
+        rc = client_pair(opt, ctl, rep, peer, same_host, pairs[i].first, pairs[i].second, true);
+    if (rc == 0 && ctl.send(Msg::Bye, {}, &why) != GDX_OK) {
+        error("", why);
+        rc = 1;
+    }
+    return rc;
+}
+
+// ---- server ----------------------------------------------------------------------------------------------
+
+int run_server(Options opt, Control &ctl, bool quiet) {
+    const char *side = quiet ? " (peer)" : "";
+    std::string why, gpu_why;
+    Message m;
+    if (ctl.expect(Msg::Hello, &m, opt.timeout_s, &why) != GDX_OK) {
+        error(side, why);
+        return 1;
+    }
+    if (ctl.send(Msg::Hello, {num(kProtocolVersion), host_name(), num(static_cast<uint64_t>(gpu_count(&gpu_why)))},
+                 &why) != GDX_OK) {
+        error(side, why);
+        return 1;
+    }
+    if (m.u64(0) != kProtocolVersion) {
+        error(side, "the client speaks gdx_perftest protocol " + m.field(0) + ": run the same gdx_perftest on both sides");
+        return 1;
+    }
+    const bool same_host = m.field(1) == host_name();
+    std::unique_ptr<Buffer> buf;
+    std::unique_ptr<DataPath> dp;
+    std::unique_ptr<PairContext> ctx;
+    auto refuse = [&](const std::string &msg) {
+        std::string ignored;
+        ctl.send(Msg::Error, {msg}, &ignored);
+        error(side, msg);
+        return 1;
+    };
+    for (;;) {
+        // While a data path is open it must progress (connection set-up, targets of one-sided operations).
+        if (dp) {
+            dp->progress();
+            if (!ctl.readable()) continue;
+        }
+        gdx_status_t st = ctl.recv(&m, -1, &why);
+        if (st != GDX_OK) {
+            // The loopback client reports its own failure; its peer need not repeat that it went away.
+            if (!(quiet && st == GDX_ERR_CONNECTION_RESET)) error(side, why);
+            return 1;
+        }
+        switch (m.type) {
+        case Msg::Spec: {
+            ctx.reset();
+            dp.reset();
+            buf.reset();
+            if (!apply_client_spec(m.field(0), &opt, &why)) return refuse(why);
+            const MemSpec local = opt.mem_pairs.empty() ? MemSpec{} : opt.mem_pairs[0].first;
+            const MemSpec remote = opt.mem_pairs.empty() ? MemSpec{} : opt.mem_pairs[0].second;
+            const uint64_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
+            Config cfg;
+            std::string key, reach;
+            if (config_for(opt.path, &cfg, &why) != GDX_OK || !memory_available_here(local, &why) ||
+                Buffer::allocate(local, 2 * max_size, &buf, &why) != GDX_OK ||
+                open_datapath(cfg, opt.transport, local, remote, same_host, opt.path, &dp, &why) != GDX_OK ||
+                dp->register_buffer(*buf, &key, &reach, &why) != GDX_OK ||
+                dp->connect(m.field(1), m.field(2), &why) != GDX_OK)
+                return refuse("server: " + why);
+            if (ctl.send(Msg::Ready, {dp->address(), key, reach, dp->device()}, &why) != GDX_OK) {
+                error(side, why);
+                return 1;
+            }
+            ctx.reset(new PairContext{opt, ctl, *dp, *buf, {}, max_size});
+            ctx->am.buf = buf.get();
+            ctx->am.region = max_size;
+            dp->set_am_callback(am_callback, &ctx->am);
+            if (!quiet)
+                std::printf("# client %s: %s -> %s over %s\n", ctl.peer_text().c_str(), remote.text().c_str(),
+                            local.text().c_str(), dp->transport().c_str());
+            break;
+        }
+        case Msg::Begin:
+            if (!ctx) return refuse("protocol error: BEGIN before SPEC");
+            if (server_test(*ctx, m, &why) != GDX_OK) {
+                error(side, why);
+                return 1;
+            }
+            break;
+        case Msg::Bye: return 0;
+        case Msg::Error:
+            if (!quiet) error(side, "the client failed: " + m.field(0)); // the loopback client printed it already
+            return 1;
+        default: return refuse(std::string("protocol error: unexpected ") + msg_name(m.type));
+        }
+    }
+}
+
+} // namespace gdx::perf
