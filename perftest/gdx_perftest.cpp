@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
     Control ctl;
 
     if (opt.role == Role::Server) {
-        const bool quiet = opt.report_fd >= 0;
+        const bool quiet = opt.report_fd >= 0 || opt.mpi; // rank 1 / the loopback client prints the results
         if (opt.mem_given && !opt.mpi && !quiet)
             std::fprintf(stderr, "gdx_perftest: note: the server takes the memory kinds and tests from the client "
                                  "(give -m/-M there); they are ignored here\n");
@@ -192,7 +192,7 @@ int main(int argc, char **argv) {
             bool ok = write(opt.report_fd, p.data(), p.size()) == static_cast<ssize_t>(p.size());
             close(opt.report_fd);
             if (!ok) return fail(std::string("cannot report the port to the loopback client: ") + std::strerror(errno));
-        } else {
+        } else if (!quiet) {
             std::printf("# gdx_perftest server: listening on %s:%u (waiting up to %gs for a client)\n", addr.c_str(),
                         ctl.bound_port(), opt.timeout_s);
             std::fflush(stdout);

@@ -171,8 +171,10 @@ uint64_t Options::window_for(Test t, uint64_t size) const {
 
 uint64_t Options::iterations_for(Test t, uint64_t size) const {
     if (iterations != 0) return iterations;
-    if (test_is_latency(t)) return std::clamp<uint64_t>((128ull << 20) / size, 3, 1000);
-    return std::clamp<uint64_t>((1ull << 30) / (size * window_for(t, size)), 3, 1000);
+    // About 128M bytes per latency size and 1G per bandwidth size, within [3, 5000] iterations: small messages
+    // run long enough for a stable rate, large ones stay bounded in time.
+    if (test_is_latency(t)) return std::clamp<uint64_t>((128ull << 20) / size, 3, 5000);
+    return std::clamp<uint64_t>((1ull << 30) / (size * window_for(t, size)), 3, 5000);
 }
 
 uint64_t Options::warmup_for(Test t, uint64_t size) const {
@@ -204,7 +206,7 @@ void print_usage(FILE *f) {
         "  -t, --test LIST       put_bw,get_bw,am_bw,put_lat,am_lat or all (default put_bw,put_lat)\n"
         "  -s, --sizes SPEC      A:B powers of two from A to B, or a list A,B,C; K/M/G suffixes\n"
         "                        (default 8:16M; --loopback 8:4M)\n"
-        "  -n, --iters N         iterations per size (default: automatic, 3..1000 by size)\n"
+        "  -n, --iters N         iterations per size (default: automatic, 3..5000 by size)\n"
         "  -w, --warmup N        warm-up iterations per size (default: a tenth of -n, 1..100)\n"
         "  -W, --window N        operations in flight per bandwidth iteration (default: 32, fewer above 2M)\n"
         "Memory and path:\n"
