@@ -1,12 +1,13 @@
 // The table of transports compiled into gdx, in preference order. A new transport is one line here (and its
 // folder). Each factory returns a process-lifetime singleton.
+#include "transport/rc/component.h"
 #include "transport/transport.h"
 
 namespace gdx::tp {
 
 namespace {
 Component *const kComponents[] = {
-    nullptr, // keeps the array non-empty until the first transport lands
+    rc::component(), // RDMA first: preferred wherever a NIC reaches the peer
 };
 } // namespace
 
