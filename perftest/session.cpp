@@ -51,6 +51,12 @@ std::vector<std::string> decision_lines(const Options &opt, const DataPath &dp, 
     return v;
 }
 
+// Bytes a side allocates: the largest message, twice when a ping-pong test needs the landing region too.
+uint64_t buffer_bytes(const Options &opt, uint64_t max_size) {
+    bool lat = std::any_of(opt.tests.begin(), opt.tests.end(), test_is_latency);
+    return lat ? 2 * max_size : max_size;
+}
+
 struct Peer {
     std::string host;
     uint64_t gpus = 0;
@@ -102,7 +108,7 @@ int client_pair(const Options &opt, Control &ctl, Reporter &rep, const Peer &pee
         return 1;
     }
     std::unique_ptr<Buffer> buf;
-    if (Buffer::allocate(local, 2 * max_size, &buf, &why) != GDX_OK) {
+    if (Buffer::allocate(local, buffer_bytes(opt, max_size), &buf, &why) != GDX_OK) {
         error("", why);
         return 1;
     }
@@ -267,7 +273,7 @@ int run_server(Options opt, Control &ctl, bool quiet) {
             Config cfg;
             std::string key, reach;
             if (config_for(opt.path, &cfg, &why) != GDX_OK || !memory_available_here(local, &why) ||
-                Buffer::allocate(local, 2 * max_size, &buf, &why) != GDX_OK ||
+                Buffer::allocate(local, buffer_bytes(opt, max_size), &buf, &why) != GDX_OK ||
                 open_datapath(cfg, opt.transport, local, remote, same_host, opt.path, &dp, &why) != GDX_OK ||
                 dp->register_buffer(*buf, &key, &reach, &why) != GDX_OK ||
                 dp->connect(m.field(1), m.field(2), &why) != GDX_OK)

@@ -1,6 +1,7 @@
 // gdx_perftest as a user runs it: every bad input gets a clear message and a non-zero exit (2 for arguments),
 // nothing hangs (every wait is bounded by --timeout), and the option parser's rules hold.
 #include "perftest/options.h"
+#include "perftest/report.h"
 #include "perftest_run.h"
 
 #include <gtest/gtest.h>
@@ -246,4 +247,53 @@ TEST(PerftestOptions, AutomaticCountsStayBounded) {
     }
     EXPECT_EQ(o.window_for(PTest::PutLat, 8), 1u);
     EXPECT_EQ(o.window_for(PTest::PutBw, 1u << 30), 1u);
+}
+
+// ---- sanity limits (ucx-py#1088: an impossible figure must be flagged, not printed as a result) ----------
+
+namespace {
+gdx::perf::Row row_with(double gbps) {
+    gdx::perf::Row r;
+    r.test = "put_bw";
+    r.size = 1 << 20;
+    r.bw_GBps = gbps;
+    return r;
+}
+} // namespace
+
+TEST(PerftestLimits, EachPathHasItsLimitAndOnlyAFigureAboveItIsFlagged) {
+    using gdx::perf::limit_for;
+    using gdx::perf::MemKindOpt;
+    using gdx::perf::MemSpec;
+    using gdx::perf::PathUsed;
+    const MemSpec host{}, gpu0{MemKindOpt::Cuda, 0}, gpu1{MemKindOpt::Cuda, 1};
+    PathUsed direct;
+    direct.kind = "direct";
+    PathUsed staged;
+    staged.kind = "staged";
+    staged.staged_share = 1;
+    EXPECT_STREQ(limit_for("tcp", direct, host, host, true).name, "tcp-loopback");
+    EXPECT_EQ(limit_for("tcp", direct, host, host, true).GBps, 100);
+    EXPECT_STREQ(limit_for("tcp", direct, host, host, false).name, "tcp-network");
+    EXPECT_STREQ(limit_for("shm", direct, host, host, true).name, "shm");
+    EXPECT_STREQ(limit_for("cuda_ipc", direct, gpu0, gpu1, true).name, "nvlink");
+    EXPECT_EQ(limit_for("cuda_ipc", direct, gpu0, gpu1, true).GBps, 900);
+    EXPECT_STREQ(limit_for("cuda_ipc", direct, gpu0, gpu0, true).name, "gpu-local");
+    EXPECT_STREQ(limit_for("cuda_ipc", staged, gpu0, gpu1, true).name, "pcie"); // staged through host: PCIe
+    EXPECT_EQ(limit_for("tcp", staged, gpu0, host, true).GBps, 64);
+    EXPECT_STREQ(limit_for("rc", direct, host, host, false).name, "rc");
+    EXPECT_STREQ(limit_for("rc", direct, gpu0, host, false).name, "pcie");
+
+    auto r = row_with(950);
+    EXPECT_TRUE(gdx::perf::sanity_check(&r, limit_for("cuda_ipc", direct, gpu0, gpu1, true)));
+    EXPECT_NE(r.warning.find("950.00 GB/s exceeds the 900 GB/s limit of nvlink"), std::string::npos) << r.warning;
+    r = row_with(101);
+    EXPECT_TRUE(gdx::perf::sanity_check(&r, limit_for("tcp", direct, host, host, true)));
+    EXPECT_NE(r.warning.find("tcp-loopback"), std::string::npos) << r.warning;
+    r = row_with(65);
+    EXPECT_TRUE(gdx::perf::sanity_check(&r, limit_for("tcp", staged, gpu0, gpu0, true)));
+    r = row_with(12.5);
+    EXPECT_FALSE(gdx::perf::sanity_check(&r, limit_for("tcp", direct, host, host, true)));
+    EXPECT_TRUE(r.warning.empty());
+    EXPECT_EQ(r.limit_name, "tcp-loopback");
 }
