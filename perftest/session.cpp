@@ -2,6 +2,7 @@
 
 #include "bench.h"
 #include "datapath.h"
+#include "decisions.h"
 #include "memory.h"
 
 #include <algorithm>
@@ -55,6 +56,17 @@ std::vector<std::string> decision_lines(const Options &opt, const DataPath &dp, 
 uint64_t buffer_bytes(const Options &opt, uint64_t max_size) {
     bool lat = std::any_of(opt.tests.begin(), opt.tests.end(), test_is_latency);
     return lat ? 2 * max_size : max_size;
+}
+
+std::vector<int> gpus_of(const MemSpec &m) {
+    if (m.kind == MemKindOpt::Host || m.kind == MemKindOpt::HostPinned) return {};
+    return {m.gpu};
+}
+
+std::string join_lines(const std::vector<std::string> &v) {
+    std::string s;
+    for (const std::string &l : v) s += (s.empty() ? "" : "\n") + l;
+    return s;
 }
 
 struct Peer {
@@ -129,7 +141,18 @@ int client_pair(const Options &opt, Control &ctl, Reporter &rep, const Peer &pee
         error("", why);
         return 1;
     }
-    for (const std::string &line : decision_lines(opt, *dp, local, remote, reach, m.field(2), same_host)) {
+    // This run's decisions, then gdx_info -t's lines for this side's GPU/NIC, then the server's (when they differ).
+    std::vector<std::string> lines = decision_lines(opt, *dp, local, remote, reach, m.field(2), same_host);
+    std::vector<std::string> topo = topology_decisions(gpus_of(local), dp->transport(), dp->device());
+    lines.insert(lines.end(), topo.begin(), topo.end());
+    std::string server_lines = m.field(4);
+    for (size_t pos = 0; pos < server_lines.size();) {
+        size_t nl = server_lines.find('\n', pos);
+        std::string l = server_lines.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+        pos = nl == std::string::npos ? server_lines.size() : nl + 1;
+        if (std::find(lines.begin(), lines.end(), l) == lines.end()) lines.push_back("server: " + l);
+    }
+    for (const std::string &line : lines) {
         rep.add_note(line);
         if (print_decisions && !opt.quiet_decisions && !opt.csv) std::printf("# decision: %s\n", line.c_str());
     }
@@ -278,7 +301,8 @@ int run_server(Options opt, Control &ctl, bool quiet) {
                 dp->register_buffer(*buf, &key, &reach, &why) != GDX_OK ||
                 dp->connect(m.field(1), m.field(2), &why) != GDX_OK)
                 return refuse("server: " + why);
-            if (ctl.send(Msg::Ready, {dp->address(), key, reach, dp->device()}, &why) != GDX_OK) {
+            const std::string decisions = join_lines(topology_decisions(gpus_of(local), dp->transport(), dp->device()));
+            if (ctl.send(Msg::Ready, {dp->address(), key, reach, dp->device(), decisions}, &why) != GDX_OK) {
                 error(side, why);
                 return 1;
             }

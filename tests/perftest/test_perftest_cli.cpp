@@ -1,5 +1,6 @@
 // gdx_perftest as a user runs it: every bad input gets a clear message and a non-zero exit (2 for arguments),
 // nothing hangs (every wait is bounded by --timeout), and the option parser's rules hold.
+#include "perftest/decisions.h"
 #include "perftest/options.h"
 #include "perftest/report.h"
 #include "perftest_run.h"
@@ -296,4 +297,38 @@ TEST(PerftestLimits, EachPathHasItsLimitAndOnlyAFigureAboveItIsFlagged) {
     EXPECT_FALSE(gdx::perf::sanity_check(&r, limit_for("tcp", direct, host, host, true)));
     EXPECT_TRUE(r.warning.empty());
     EXPECT_EQ(r.limit_name, "tcp-loopback");
+}
+
+// ---- gdx_info -t's decisions, narrowed to the run's device pair ----------------------------------------
+
+TEST(PerftestDecisions, KeepsOnlyTheLinesOfThisRunsGpuAndNic) {
+    // gdx_info -t over the 8-GPU, 4-NIC fixture: the lines gdx_perftest filters.
+    std::string cmd = "GDX_TOPO_FILE=" GDX_TEST_SOURCE_DIR "/tests/topo/fixtures/dgx-like.xml " GDX_TEST_BINARY_DIR
+                      "/tools/gdx_info -t 2>&1";
+    FILE *p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::vector<std::string> all;
+    char buf[1024];
+    while (fgets(buf, sizeof(buf), p) != nullptr) {
+        std::string l(buf);
+        if (!l.empty() && l.back() == '\n') l.pop_back();
+        all.push_back(l);
+    }
+    ASSERT_EQ(pclose(p), 0);
+    ASSERT_GT(all.size(), 30u);
+
+    auto rc = gdx::perf::filter_decisions(all, {1}, "rc", "mlx5_0:1");
+    ASSERT_EQ(rc.size(), 4u) << ::testing::PrintToString(rc);
+    EXPECT_TRUE(has(rc[0], "source: GDX_TOPO_FILE=")) << rc[0];
+    EXPECT_TRUE(has(rc[1], "GDX_GDR=try")) << rc[1];
+    EXPECT_EQ(rc[2].rfind("GPU1 → mlx5_0: PIX → direct", 0), 0u) << rc[2];
+    EXPECT_EQ(rc[3], "GPU1 nearest: mlx5_0 (PIX)");
+
+    // tcp never uses a NIC: no GPU → NIC pair, but still where the GPU sits.
+    auto tcp = gdx::perf::filter_decisions(all, {4}, "tcp", "lo");
+    ASSERT_EQ(tcp.size(), 3u) << ::testing::PrintToString(tcp);
+    EXPECT_EQ(tcp[2], "GPU4 nearest: mlx5_2 (PIX)");
+
+    // Host memory: only the policy lines.
+    EXPECT_EQ(gdx::perf::filter_decisions(all, {}, "rc", "mlx5_3:1").size(), 2u);
 }
