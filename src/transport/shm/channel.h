@@ -1,0 +1,174 @@
+// A Channel is one endpoint's connection to one peer endpoint in another (or the same) process on this host:
+// a control socket (SOCK_SEQPACKET, carries the handshake and file descriptors), and two shared segments, one
+// per side. Each side's segment holds its receive ring (the peer produces into it) and an `extra` area the
+// owning transport uses (cuda_ipc: the flags its GPU writes). Both shm and cuda_ipc endpoints are built on it.
+//
+// Connection (both endpoints call connect() with the other's address, UCT's connect-to-ep model): the side with
+// the smaller (interface nonce, endpoint id) connects its socket to the other interface's listener and sends
+// HELLO with its segment and eventfd; the other side checks the peer's uid (SO_PEERCRED) and that HELLO comes
+// from the endpoint it was told to connect to, maps the segment and answers HELLO_ACK with its own. Either side
+// is up as soon as it has mapped the other's segment; its first ring record is CAPS (may it use cross-memory
+// attach on the peer?), so CAPS precedes every request in the peer's ring.
+//
+// Peer death: the kernel closes a dead process's socket, the hub sees the hang-up and the channel fails with
+// GDX_ERR_CONNECTION_RESET; owners then fail their outstanding operations. A connection that does not come up
+// within GDX_CONN_TIMEOUT fails with GDX_ERR_TIMEOUT.
+#pragma once
+
+#include "transport/shm/ring.h"
+#include "transport/shm/segment.h"
+#include "transport/shm/sock.h"
+#include "transport/wire.h"
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace gdx::tp::shm {
+
+class Hub;
+
+// Record types the channel itself uses; owners use kRecOwnerFirst and above.
+inline constexpr uint8_t kRecCaps = 1;
+inline constexpr uint8_t kRecOwnerFirst = 8;
+// Control-socket message types the channel uses; owners use kCtrlOwnerFirst and above.
+inline constexpr uint16_t kCtrlHello = 1, kCtrlHelloAck = 2, kCtrlReject = 3, kCtrlOwnerFirst = 16;
+inline constexpr size_t kCtrlHdrSize = 8; // magic(4) type(2) reserved(2)
+// HELLO: header, the sender's address, then to_ep, seg_size, ring_size, probe_addr, probe_value, flags, reserved.
+inline constexpr size_t kHelloTailSize = 48;
+
+// What an endpoint built on a channel implements. Calls come from Hub::progress_ctrl() and Channel::poll(), on
+// the thread driving the interface.
+class ChannelOwner {
+  public:
+    // One record from the peer. Return false to leave it in the ring (the owner is waiting for something, e.g.
+    // a GPU flag) and stop this poll; it is offered again next time.
+    virtual bool on_record(const RecHdr &hdr, const uint8_t *rec) = 0;
+    // A control message of an owner type; the owner takes the descriptors.
+    virtual void on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *fds, size_t nfds) = 0;
+    virtual void on_up() {}
+    virtual void on_failed(gdx_status_t status) = 0;
+
+  protected:
+    ~ChannelOwner() = default;
+};
+
+// The fixed part of an endpoint address (owners append their own bytes).
+struct EpAddress {
+    wire::TransportId transport = wire::TransportId::Shm;
+    uint64_t host_id = 0;
+    uint32_t uid = 0, pid = 0;
+    uint64_t iface_nonce = 0, ep_id = 0;
+};
+inline constexpr size_t kEpAddressSize = 40;
+
+class Channel {
+  public:
+    enum class State : uint8_t { Idle, Connecting, Up, Failed };
+
+    Channel(Hub *hub, ChannelOwner *owner, size_t extra_addr_len);
+    ~Channel();
+    Channel(const Channel &) = delete;
+    Channel &operator=(const Channel &) = delete;
+
+    // This endpoint's address: EpAddress then `extra` (the owner's bytes, extra_addr_len of them).
+    std::vector<uint8_t> address(std::span<const uint8_t> extra) const;
+    // Validates the peer's address (transport, host, uid, size) and starts connecting; GDX_INPROGRESS.
+    // *peer_extra receives the owner's bytes of the peer address.
+    gdx_status_t connect(std::span<const uint8_t> remote, std::vector<uint8_t> *peer_extra);
+    gdx_status_t status() const; // GDX_OK up, GDX_INPROGRESS, or the error that broke it
+    State state() const { return state_; }
+    bool up() const { return state_ == State::Up; }
+    void fail(gdx_status_t status, const char *why);
+
+    // ---- ring ----
+    size_t max_record() const { return max_record_; }
+    bool can_push(size_t len) { return up() && tx_.can_reserve(len); }
+    // Writes header + body + payload as one record and publishes it (waking the peer if it sleeps). False when
+    // the ring is full or the channel is not up; nothing is written then.
+    bool push(uint8_t type, uint8_t id, uint16_t flags, const void *body, size_t body_len, const void *payload,
+              size_t payload_len);
+    // Wakes the peer if it sleeps on its wakeup fd (push() does this; for writers of the extra area).
+    void signal_peer();
+    // Dispatches up to `budget` records to the owner; returns how many.
+    unsigned poll(unsigned budget);
+    bool rx_empty() { return !up() || rx_.empty(); }
+    RingCtl *rx_ctl() const { return rx_.ctl(); }
+
+    // ---- control socket ----
+    // Queued when the socket is full; descriptors are duplicated, the caller keeps its own.
+    gdx_status_t send_ctrl(uint16_t type, const void *body, size_t len, const int *fds = nullptr, size_t nfds = 0);
+
+    // ---- peer ----
+    pid_t peer_pid() const { return peer_pid_; } // in our pid namespace (SO_PEERCRED)
+    bool i_can_cma() const { return i_can_cma_; }       // process_vm_* from us on the peer works
+    bool peer_can_cma() const { return peer_can_cma_; } // the peer says it works in its direction
+    uint64_t local_ep_id() const { return ep_id_; }
+    const EpAddress &peer() const { return remote_; }
+    uint8_t *local_extra() const;  // this side's extra area (extra_size bytes)
+    uint8_t *peer_extra_area() const; // the peer's extra area, mapped here
+    size_t extra_size() const;
+    int64_t last_rx_ns() const { return last_rx_ns_; }
+
+    // ---- used by the hub ----
+    int sock() const { return sock_; }
+    void on_hello(int fd, const PeerCred &cred, const uint8_t *msg, size_t len, int *fds, size_t nfds);
+    void on_socket_readable();
+    void check_timeout(int64_t now_ns);
+    void retry_connect();
+    void flush_ctrl();
+
+  private:
+    bool initiator() const;
+    gdx_status_t make_segment();
+    std::vector<uint8_t> hello_body(uint16_t type) const;
+    gdx_status_t parse_hello(const uint8_t *msg, size_t len, uint64_t *to_ep, uint64_t *seg_size, uint64_t *probe_addr,
+                             uint64_t *probe_value, uint32_t *flags);
+    void go_up(int peer_seg_fd, uint64_t seg_size, int peer_evfd, uint64_t probe_addr, uint64_t probe_value,
+               uint32_t peer_flags);
+    void release_peer();
+
+    Hub *hub_;
+    ChannelOwner *owner_;
+    size_t extra_addr_len_;
+    uint64_t ep_id_;
+    State state_ = State::Idle;
+    gdx_status_t error_ = GDX_OK;
+    EpAddress remote_{};
+    std::vector<uint8_t> remote_extra_;
+    int64_t deadline_ns_ = 0;
+
+    int sock_ = -1;
+    pid_t peer_pid_ = 0;
+    Segment own_, peer_seg_;
+    int peer_evfd_ = -1;
+    RingWriter tx_;
+    RingReader rx_;
+    size_t max_record_ = 0;
+    bool i_can_cma_ = false, peer_can_cma_ = false;
+    volatile uint64_t probe_word_ = 0; // the peer reads it with process_vm_readv to learn whether CMA works
+    int64_t last_rx_ns_ = 0;
+
+    // A HELLO that arrived before connect() was called (the peer was faster).
+    struct Stash {
+        int fd = -1;
+        PeerCred cred;
+        std::vector<uint8_t> msg;
+        int fds[kMaxFdsPerMsg] = {-1, -1, -1, -1};
+        size_t nfds = 0;
+    } stash_;
+    struct OutCtrl {
+        std::vector<uint8_t> bytes;
+        int fds[kMaxFdsPerMsg];
+        size_t nfds;
+    };
+    std::deque<OutCtrl> ctrl_out_;
+};
+
+// Encodes/decodes the fixed address part (little-endian, wire codecs).
+void encode_ep_address(const EpAddress &a, uint8_t out[kEpAddressSize]);
+gdx_status_t decode_ep_address(std::span<const uint8_t> in, EpAddress *out, std::string *why);
+
+} // namespace gdx::tp::shm

@@ -1,0 +1,84 @@
+// The per-interface side of the intra-node transports: the listening control socket, the interface's eventfd
+// (peers write it when they push into a ring we sleep on), the epoll set behind wakeup_fd(), and the channels
+// of the interface's endpoints. Connection set-up, descriptor passing and peer-death detection run in
+// progress_ctrl(), which costs one epoll_wait(0) at most once a millisecond while nothing is connecting, so the
+// data path stays free of system calls.
+#pragma once
+
+#include "core/config.h"
+#include "transport/shm/channel.h"
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+namespace gdx::tp::shm {
+
+struct HubConfig {
+    const char *transport = "shm"; // socket names and log lines
+    wire::TransportId tid = wire::TransportId::Shm;
+    size_t ring_size = 1u << 20; // power of two
+    size_t extra_size = 0;       // owner area at the end of each segment
+    Ternary cma = Ternary::Try;  // GDX_SHM_CMA
+    int64_t conn_timeout_ns = 10'000'000'000;
+};
+
+// Segment layout: RingCtl at 0, ring data at kRingDataOff, the owner's extra area after the ring.
+inline constexpr size_t kRingDataOff = 256;
+size_t segment_size(size_t ring_size, size_t extra_size);
+
+class Hub {
+  public:
+    static gdx_status_t create(const HubConfig &cfg, std::unique_ptr<Hub> *out);
+    ~Hub();
+    Hub(const Hub &) = delete;
+    Hub &operator=(const Hub &) = delete;
+
+    const HubConfig &config() const { return cfg_; }
+    uint64_t nonce() const { return nonce_; }
+    uint64_t host_id() const { return host_id_; }
+    int event_fd() const { return event_fd_; }
+    int wakeup_fd() const { return epoll_fd_; }
+
+    // Channels register on construction (and get their endpoint id) and leave on destruction.
+    uint64_t add_channel(Channel *c);
+    void remove_channel(Channel *c);
+    void watch(int fd);
+    void unwatch(int fd);
+
+    // Accepts connections, routes HELLOs, reads control messages, notices hang-ups and time-outs. Cheap unless
+    // something is connecting or a millisecond has passed (or `force`). Returns the events handled.
+    unsigned progress_ctrl(bool force = false);
+    // Drains the eventfd and marks every up channel's ring as sleeping. GDX_ERR_BUSY (nothing marked) when a
+    // ring already holds records: progress first.
+    gdx_status_t arm();
+    // Clears the sleeping marks (after the caller woke up, or when arm() must report BUSY for other reasons).
+    void disarm();
+
+    static int64_t now_ns();
+
+  private:
+    Hub() = default;
+    void accept_all();
+    void handle_pending(size_t i);
+    void drop_pending(size_t i);
+    Channel *find_by_sock(int fd) const;
+    Channel *find_by_ep(uint64_t ep_id) const;
+
+    HubConfig cfg_;
+    uint64_t nonce_ = 0, host_id_ = 0, next_ep_id_ = 1;
+    std::string name_;
+    int listen_fd_ = -1, event_fd_ = -1, epoll_fd_ = -1;
+    std::vector<Channel *> channels_;
+    struct Pending {
+        int fd;
+        PeerCred cred;
+        int64_t deadline_ns;
+    };
+    std::vector<Pending> pending_; // accepted, HELLO not yet read
+    int64_t next_poll_ns_ = 0;
+};
+
+uint64_t host_identity(); // hash of the kernel's boot id: equal for every process of this boot
+
+} // namespace gdx::tp::shm

@@ -1,0 +1,580 @@
+// shm endpoint: operations, their completion, and the target side of the protocol (README.md, "put/get").
+#include "core/error.h"
+#include "transport/shm/cma.h"
+#include "transport/shm/shm_iface.h"
+
+#include <cinttypes>
+#include <cstring>
+#include <unistd.h>
+
+namespace gdx::tp::shm {
+
+namespace {
+constexpr const char *kComp = "shm";
+constexpr uint32_t kMaxOps = 1024; // outstanding put/get per endpoint; more -> GDX_ERR_NO_RESOURCE
+constexpr unsigned kPollBudget = 64;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+template <class T> bool body_of(const RecHdr &h, const uint8_t *rec, T *out) {
+    if (h.len < sizeof(RecHdr) + sizeof(T)) return false;
+    std::memcpy(out, rec + sizeof(RecHdr), sizeof(T));
+    return true;
+}
+} // namespace
+
+ShmEp::ShmEp(ShmIface *iface) : iface_(iface), ch_(&iface->hub(), this, 0) {
+    ops_.resize(kMaxOps);
+    free_ops_.reserve(kMaxOps);
+    for (uint32_t i = kMaxOps; i-- > 0;) free_ops_.push_back(i);
+    iface_->add_ep(this);
+}
+
+ShmEp::~ShmEp() {
+    if (!regions_.empty())
+        GDX_WARN(kComp, "endpoint destroyed with %zu shared-slot region(s) still attached", regions_.size());
+    for (SlotRegion *r : regions_) r->on_ep_failed(GDX_ERR_CANCELED, true);
+    for (Op &op : ops_)
+        if (op.active) complete_op(op, GDX_ERR_CANCELED);
+    for (auto &f : flushes_)
+        if (f.second) f.second->complete(GDX_ERR_CANCELED);
+    for (Offer &o : offers_) close(o.fd);
+    iface_->remove_ep(this);
+}
+
+std::vector<uint8_t> ShmEp::address() const { return ch_.address({}); }
+
+gdx_status_t ShmEp::connect(std::span<const uint8_t> remote_address) { return ch_.connect(remote_address, nullptr); }
+
+void ShmEp::attach_region(SlotRegion *r) { regions_.push_back(r); }
+void ShmEp::detach_region(SlotRegion *r) { std::erase(regions_, r); }
+
+// ---- initiator ------------------------------------------------------------------------------------------
+
+uint64_t ShmEp::op_id(const Op &op) const {
+    return (static_cast<uint64_t>(op.gen) << 32) | static_cast<uint64_t>(&op - ops_.data());
+}
+
+ShmEp::Op *ShmEp::alloc_op() {
+    if (free_ops_.empty()) return nullptr;
+    Op &op = ops_[free_ops_.back()];
+    free_ops_.pop_back();
+    uint32_t gen = op.gen + 1;
+    op = Op{};
+    op.gen = gen;
+    op.active = true;
+    op.seq = next_seq_++;
+    if (active_++ == 0) busy_since_ns_ = Hub::now_ns();
+    return &op;
+}
+
+ShmEp::Op *ShmEp::find_op(uint64_t id) {
+    uint32_t idx = static_cast<uint32_t>(id);
+    if (idx >= ops_.size()) return nullptr;
+    Op &op = ops_[idx];
+    return op.active && op.gen == static_cast<uint32_t>(id >> 32) ? &op : nullptr;
+}
+
+void ShmEp::complete_op(Op &op, gdx_status_t st) {
+    if (!op.active) return;
+    op.active = false;
+    --active_;
+    free_ops_.push_back(static_cast<uint32_t>(&op - ops_.data()));
+    if (st == GDX_OK && op.status != GDX_OK) st = op.status;
+    Completion *c = op.comp;
+    if (c != nullptr) c->complete(st);
+    check_flushes();
+}
+
+void ShmEp::check_flushes() {
+    if (flushes_.empty()) return;
+    uint64_t oldest = UINT64_MAX;
+    for (const Op &op : ops_)
+        if (op.active && op.seq < oldest) oldest = op.seq;
+    for (size_t i = 0; i < flushes_.size();) {
+        if (flushes_[i].first <= oldest) {
+            Completion *c = flushes_[i].second;
+            flushes_.erase(flushes_.begin() + static_cast<std::ptrdiff_t>(i));
+            if (c) c->complete(GDX_OK);
+        } else {
+            ++i;
+        }
+    }
+}
+
+gdx_status_t ShmEp::check_op(const char *what, size_t len, const RemoteKey &rkey, uint64_t raddr, unsigned need,
+                             const ShmRemoteKey **key) {
+    gdx_status_t st = ch_.status();
+    if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE; // not connected yet: retry after progress()
+    if (st != GDX_OK) {
+        GDX_DEBUG(kComp, "%s on a failed endpoint: %s", what, gdx_status_string(st));
+        return st;
+    }
+    *key = dynamic_cast<const ShmRemoteKey *>(&rkey);
+    if (*key == nullptr)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: remote key was not unpacked by the shm memory domain", what);
+    // Early refusal from the key's own claims (the target checks its table again, trusting none of this).
+    if ((rkey.access() & need) != need)
+        return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp, "%s: remote key does not grant %s", what,
+                        need == kAccessRemoteWrite ? "remote write" : "remote read");
+    if (!wire::range_inside(raddr, len, rkey.base(), rkey.length()))
+        return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp,
+                        "%s: [0x%" PRIx64 ", +%zu) is outside the remote key's [0x%" PRIx64 ", +%" PRIu64 ")", what,
+                        raddr, len, rkey.base(), rkey.length());
+    if (fence_) {
+        if (active_ > 0 || !sendq_.empty()) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
+        fence_ = false;
+    }
+    return GDX_OK;
+}
+
+gdx_status_t ShmEp::issue(OpKind kind, uint8_t *local, size_t len, uint64_t raddr, const ShmRemoteKey &key,
+                          Completion *comp) {
+    bool cma = len >= iface_->tun().cma_thresh && (ch_.i_can_cma() || ch_.peer_can_cma());
+    bool ring_put = kind == OpKind::Put && !cma;
+    if (ring_put && !sendq_.empty()) return GDX_ERR_NO_RESOURCE; // keep ring puts in order behind the queue
+    Op *op = alloc_op();
+    if (op == nullptr) return GDX_ERR_NO_RESOURCE;
+    op->kind = kind;
+    op->local = local;
+    op->raddr = raddr;
+    op->len = len;
+    op->key = key.key_id();
+    if (ring_put) {
+        if (!ch_.can_push(sizeof(RecHdr) + sizeof(PutDataBody) + 1)) {
+            complete_op(*op, GDX_OK); // nothing sent: take the slot back (no completion is attached yet)
+            return GDX_ERR_NO_RESOURCE;
+        }
+        op->comp = comp;
+        if (!push_put_data(*op)) sendq_.push_back(op);
+        return GDX_INPROGRESS;
+    }
+    ReqBody b{op_id(*op), op->key, raddr, len, reinterpret_cast<uintptr_t>(local)};
+    if (!ch_.push(kind == OpKind::Put ? kRecPutReq : kRecGetReq, 0, cma ? 0 : kFlagRing, &b, sizeof(b), nullptr, 0)) {
+        complete_op(*op, GDX_OK);
+        return GDX_ERR_NO_RESOURCE;
+    }
+    op->comp = comp;
+    return GDX_INPROGRESS;
+}
+
+bool ShmEp::push_put_data(Op &op) {
+    size_t frag = ch_.max_record() - sizeof(RecHdr) - sizeof(PutDataBody);
+    while (op.sent < op.len) {
+        size_t n = std::min<uint64_t>(frag, op.len - op.sent);
+        PutDataBody b{op_id(op), op.key, op.raddr, op.sent, {}};
+        uint16_t flags = op.sent + n == op.len ? kFlagLast : 0;
+        if (!ch_.push(kRecPutData, 0, flags, &b, sizeof(b), op.local + op.sent, n)) return false;
+        op.sent += n;
+    }
+    return true;
+}
+
+gdx_status_t ShmEp::put(const void *buf, size_t len, const MemHandle *, uint64_t remote_addr, const RemoteKey &rkey,
+                        Completion *comp) {
+    const ShmRemoteKey *key = nullptr;
+    if (buf == nullptr && len != 0) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "put: null buffer");
+    gdx_status_t st = check_op("put", len, rkey, remote_addr, kAccessRemoteWrite, &key);
+    if (st != GDX_OK || len == 0) return st;
+    return issue(OpKind::Put, static_cast<uint8_t *>(const_cast<void *>(buf)), len, remote_addr, *key, comp);
+}
+
+gdx_status_t ShmEp::get(void *buf, size_t len, const MemHandle *, uint64_t remote_addr, const RemoteKey &rkey,
+                        Completion *comp) {
+    const ShmRemoteKey *key = nullptr;
+    if (buf == nullptr && len != 0) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "get: null buffer");
+    gdx_status_t st = check_op("get", len, rkey, remote_addr, kAccessRemoteRead, &key);
+    if (st != GDX_OK || len == 0) return st;
+    return issue(OpKind::Get, static_cast<uint8_t *>(buf), len, remote_addr, *key, comp);
+}
+
+gdx_status_t ShmEp::am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
+                             const MemHandle *, Completion *) {
+    const Capabilities &c = iface_->caps();
+    if (id >= kMaxAmId || header_len > c.max_am_short || header_len + len > c.max_am_zcopy ||
+        (header == nullptr && header_len) || (payload == nullptr && len))
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am id %u: %zu+%zu bytes (limits: id < %u, header %zu, total %zu)",
+                        id, header_len, len, kMaxAmId, c.max_am_short, c.max_am_zcopy);
+    gdx_status_t st = ch_.status();
+    if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE;
+    if (st != GDX_OK) return st;
+    if (fence_) {
+        if (active_ > 0 || !sendq_.empty()) return GDX_ERR_NO_RESOURCE;
+        fence_ = false;
+    }
+    // Copied into the peer's ring at once: the caller's buffers are free again when this returns.
+    return ch_.push(kRecAm, id, 0, header, header_len, payload, len) ? GDX_OK : GDX_ERR_NO_RESOURCE;
+}
+
+gdx_status_t ShmEp::am_short(uint8_t id, const void *data, size_t len) {
+    if (len > iface_->caps().max_am_short)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_short of %zu bytes (max %zu)", len,
+                        iface_->caps().max_am_short);
+    return am_zcopy(id, data, len, nullptr, 0, nullptr, nullptr);
+}
+
+gdx_status_t ShmEp::am_bcopy(uint8_t id, const void *data, size_t len) {
+    if (len > iface_->caps().max_am_bcopy)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_bcopy of %zu bytes (max %zu)", len,
+                        iface_->caps().max_am_bcopy);
+    return am_zcopy(id, nullptr, 0, data, len, nullptr, nullptr);
+}
+
+gdx_status_t ShmEp::flush(Completion *comp) {
+    gdx_status_t st = ch_.status();
+    if (st != GDX_OK && st != GDX_INPROGRESS) return st;
+    if (active_ == 0) return GDX_OK;
+    if (comp != nullptr) flushes_.push_back({next_seq_, comp});
+    return GDX_INPROGRESS;
+}
+
+gdx_status_t ShmEp::fence() {
+    if (active_ > 0) fence_ = true;
+    return GDX_OK;
+}
+
+bool ShmEp::resources_free() {
+    return ch_.up() && !free_ops_.empty() && sendq_.empty() && ch_.can_push(ch_.max_record());
+}
+
+gdx_status_t ShmEp::pending_add(PendingRequest *req) {
+    if (req == nullptr || req->func == nullptr)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "pending_add: null request or function");
+    if (pending_head_ == nullptr && resources_free()) return GDX_ERR_BUSY;
+    req->next = nullptr;
+    if (pending_tail_) pending_tail_->next = req;
+    else pending_head_ = req;
+    pending_tail_ = req;
+    return GDX_OK;
+}
+
+// ---- target side ----------------------------------------------------------------------------------------
+
+void ShmEp::reply(uint8_t type, uint16_t flags, const void *body, size_t len) {
+    if (replies_.empty() && ch_.push(type, 0, flags, body, len, nullptr, 0)) return;
+    const uint8_t *b = static_cast<const uint8_t *>(body);
+    replies_.push_back({type, flags, std::vector<uint8_t>(b, b + len)});
+}
+
+void ShmEp::op_done(uint64_t op, gdx_status_t st) {
+    DoneBody d{op, static_cast<int32_t>(st), 0};
+    reply(kRecOpDone, 0, &d, sizeof(d));
+}
+
+bool ShmEp::drain_replies() {
+    bool any = false;
+    while (!replies_.empty()) {
+        Reply &r = replies_.front();
+        if (!ch_.push(r.type, 0, r.flags, r.body.data(), r.body.size(), nullptr, 0)) break;
+        replies_.pop_front();
+        any = true;
+    }
+    return any;
+}
+
+gdx_status_t ShmEp::wait_grant_done(uint64_t seq) {
+    auto *mine = reinterpret_cast<ShmExtra *>(ch_.local_extra());
+    int64_t start = Hub::now_ns(), next_check = start + 1'000'000;
+    while (mine->done.seq.load(std::memory_order_acquire) != seq) {
+        iface_->service_grants(); // our initiator may be waiting for a grant from us in the other direction
+        cpu_relax();
+        int64_t now = Hub::now_ns();
+        if (now < next_check) continue;
+        next_check = now + 1'000'000;
+        if (ch_.sock() < 0 || socket_hung_up(ch_.sock())) {
+            ch_.fail(GDX_ERR_CONNECTION_RESET, "peer died while copying its granted part");
+            return GDX_ERR_CONNECTION_RESET;
+        }
+        if (now - start > iface_->tun().peer_timeout_ns) {
+            gdx_status_t st = GDX_FAIL(GDX_ERR_TIMEOUT, kComp, "pid %d did not copy its granted part within "
+                                       "GDX_PEER_TIMEOUT", static_cast<int>(ch_.peer_pid()));
+            ch_.fail(st, "grant timeout");
+            return st;
+        }
+    }
+    return static_cast<gdx_status_t>(mine->done.status);
+}
+
+void ShmEp::handle_cma_request(bool put, const uint8_t *body, size_t len) {
+    ReqBody r;
+    if (len < sizeof(r)) return protocol_error("short request");
+    std::memcpy(&r, body, sizeof(r));
+    RkeyTable &t = iface_->shm_md().table();
+    unsigned need = put ? kAccessRemoteWrite : kAccessRemoteRead;
+    RkeyTable::Pin pin = t.pin(); // held until both halves are copied: a revoke waits for us
+    uint8_t *ptr = nullptr;
+    std::string why;
+    gdx_status_t st = t.check(pin, r.key, r.raddr, r.len, need, &ptr, &why);
+    if (st != GDX_OK) {
+        GDX_WARN(kComp, "refused %s of %" PRIu64 " bytes at 0x%" PRIx64 " from pid %d: %s", put ? "put" : "get", r.len,
+                 r.raddr, static_cast<int>(ch_.peer_pid()), why.c_str());
+        return op_done(r.op, st);
+    }
+    bool me = ch_.i_can_cma(), peer = ch_.peer_can_cma();
+    if (!me && !peer) {
+        st = GDX_FAIL(GDX_ERR_PROTOCOL, kComp, "CMA %s request from pid %d, but CMA works in neither direction",
+                      put ? "put" : "get", static_cast<int>(ch_.peer_pid()));
+        return op_done(r.op, st);
+    }
+    // [0, mine) is ours; [mine, len) is granted to the initiator (both copy at once above the split size).
+    uint64_t mine = 0;
+    if (me) mine = (peer && r.len >= iface_->tun().cma_split) ? (r.len / 2) & ~uint64_t{4095} : r.len;
+    uint64_t seq = 0;
+    if (mine < r.len) {
+        auto *px = reinterpret_cast<ShmExtra *>(ch_.peer_extra_area());
+        seq = ++grant_seq_;
+        px->grant.op = r.op;
+        px->grant.off = mine;
+        px->grant.len = r.len - mine;
+        px->grant.kind = put ? 1u : 2u;
+        px->grant.seq.store(seq, std::memory_order_release);
+        ch_.signal_peer();
+    }
+    if (mine > 0) st = put ? cma_read(ch_.peer_pid(), ptr, r.laddr, mine) : cma_write(ch_.peer_pid(), ptr, r.laddr, mine);
+    if (seq != 0) {
+        gdx_status_t s2 = wait_grant_done(seq);
+        if (st == GDX_OK) st = s2;
+    }
+    op_done(r.op, st);
+}
+
+bool ShmEp::service_grant() {
+    if (!ch_.up()) return false;
+    auto *mine = reinterpret_cast<ShmExtra *>(ch_.local_extra());
+    uint64_t s = mine->grant.seq.load(std::memory_order_acquire);
+    if (s == serviced_grant_) return false;
+    uint64_t id = mine->grant.op, off = mine->grant.off, len = mine->grant.len;
+    uint32_t kind = mine->grant.kind;
+    Op *op = find_op(id);
+    gdx_status_t st;
+    if (op == nullptr || static_cast<uint32_t>(op->kind) != kind || off > op->len || len > op->len - off) {
+        st = GDX_FAIL(GDX_ERR_PROTOCOL, kComp, "grant from pid %d for an unknown operation or range",
+                      static_cast<int>(ch_.peer_pid()));
+    } else if (op->kind == OpKind::Put) {
+        st = cma_write(ch_.peer_pid(), op->local + off, op->raddr + off, len);
+    } else {
+        st = cma_read(ch_.peer_pid(), op->local + off, op->raddr + off, len);
+    }
+    auto *px = reinterpret_cast<ShmExtra *>(ch_.peer_extra_area());
+    px->done.status = st;
+    px->done.seq.store(s, std::memory_order_release);
+    serviced_grant_ = s;
+    return true;
+}
+
+void ShmEp::handle_put_data(const RecHdr &h, const uint8_t *rec, size_t len) {
+    PutDataBody b;
+    if (len < sizeof(b)) return protocol_error("short PUT_DATA");
+    std::memcpy(&b, rec + sizeof(RecHdr), sizeof(b));
+    size_t n = len - sizeof(b);
+    gdx_status_t st = GDX_OK;
+    std::string why;
+    if (b.off > UINT64_MAX - b.raddr) {
+        st = GDX_ERR_ACCESS_DENIED;
+        why = "address + offset wraps";
+    } else {
+        RkeyTable &t = iface_->shm_md().table();
+        RkeyTable::Pin pin = t.pin();
+        uint8_t *ptr = nullptr;
+        st = t.check(pin, b.key, b.raddr + b.off, n, kAccessRemoteWrite, &ptr, &why);
+        if (st == GDX_OK && n) std::memcpy(ptr, rec + sizeof(RecHdr) + sizeof(b), n);
+    }
+    if (st != GDX_OK && put_errors_.emplace(b.op, st).second)
+        GDX_WARN(kComp, "refused put of %zu bytes at 0x%" PRIx64 " from pid %d: %s", n, b.raddr + b.off,
+                 static_cast<int>(ch_.peer_pid()), why.c_str());
+    if (h.flags & kFlagLast) {
+        auto it = put_errors_.find(b.op);
+        if (it != put_errors_.end()) {
+            st = it->second;
+            put_errors_.erase(it);
+        }
+        op_done(b.op, st);
+    }
+}
+
+bool ShmEp::serve_get_streams() {
+    bool any = false;
+    RkeyTable &t = iface_->shm_md().table();
+    size_t frag = ch_.max_record() - sizeof(RecHdr) - sizeof(GetDataBody);
+    while (!gets_.empty() && replies_.empty()) {
+        GetStream &s = gets_.front();
+        size_t n = std::min<uint64_t>(frag, s.len - s.off);
+        GetDataBody b{s.op, s.off, GDX_OK, 0, {}};
+        uint16_t flags = s.off + n == s.len ? kFlagLast : 0;
+        RkeyTable::Pin pin = t.pin();
+        uint8_t *ptr = nullptr;
+        std::string why;
+        gdx_status_t st = t.check(pin, s.key, s.raddr + s.off, n, kAccessRemoteRead, &ptr, &why);
+        if (st != GDX_OK) {
+            GDX_WARN(kComp, "refused get of %" PRIu64 " bytes at 0x%" PRIx64 " from pid %d: %s", s.len, s.raddr,
+                     static_cast<int>(ch_.peer_pid()), why.c_str());
+            b.status = st;
+            reply(kRecGetData, kFlagLast, &b, sizeof(b));
+            gets_.pop_front();
+            continue;
+        }
+        if (!ch_.push(kRecGetData, 0, flags, &b, sizeof(b), ptr, n)) break;
+        any = true;
+        s.off += n;
+        if (flags & kFlagLast) gets_.pop_front();
+    }
+    return any;
+}
+
+void ShmEp::handle_get_data(const RecHdr &h, const uint8_t *rec, size_t len) {
+    GetDataBody b;
+    if (len < sizeof(b)) return protocol_error("short GET_DATA");
+    std::memcpy(&b, rec + sizeof(RecHdr), sizeof(b));
+    size_t n = len - sizeof(b);
+    Op *op = find_op(b.op);
+    if (op == nullptr || op->kind != OpKind::Get || b.off > op->len || n > op->len - b.off ||
+        (b.status != GDX_OK && n != 0))
+        return protocol_error("GET_DATA for an unknown operation or range");
+    if (n) std::memcpy(op->local + b.off, rec + sizeof(RecHdr) + sizeof(b), n);
+    if (b.status != GDX_OK && op->status == GDX_OK) op->status = static_cast<gdx_status_t>(b.status);
+    if (h.flags & kFlagLast) complete_op(*op, GDX_OK);
+}
+
+void ShmEp::protocol_error(const char *what) {
+    ch_.fail(GDX_FAIL(GDX_ERR_PROTOCOL, kComp, "pid %d sent a bad record: %s", static_cast<int>(ch_.peer_pid()), what),
+             what);
+}
+
+bool ShmEp::on_record(const RecHdr &h, const uint8_t *rec) {
+    size_t blen = h.len - sizeof(RecHdr);
+    const uint8_t *body = rec + sizeof(RecHdr);
+    switch (h.type) {
+    case kRecAm: iface_->deliver_am(this, h.id, body, blen); break;
+    case kRecPutReq: handle_cma_request(true, body, blen); break;
+    case kRecGetReq: {
+        ReqBody r;
+        if (!body_of(h, rec, &r)) {
+            protocol_error("short GET request");
+            break;
+        }
+        if ((h.flags & kFlagRing) == 0) {
+            handle_cma_request(false, body, blen);
+        } else if (r.len == 0 || r.raddr > UINT64_MAX - r.len) {
+            GetDataBody b{r.op, 0, GDX_ERR_ACCESS_DENIED, 0, {}};
+            reply(kRecGetData, kFlagLast, &b, sizeof(b));
+        } else {
+            gets_.push_back({r.op, r.key, r.raddr, r.len, 0});
+            serve_get_streams();
+        }
+        break;
+    }
+    case kRecOpDone: {
+        DoneBody d;
+        Op *op = body_of(h, rec, &d) ? find_op(d.op) : nullptr;
+        if (op == nullptr) {
+            protocol_error("completion for an unknown operation");
+            break;
+        }
+        complete_op(*op, static_cast<gdx_status_t>(d.status));
+        break;
+    }
+    case kRecPutData: handle_put_data(h, rec, blen); break;
+    case kRecGetData: handle_get_data(h, rec, blen); break;
+    case kRecSlotReady:
+    case kRecSlotFree:
+    case kRecSlotAccept: {
+        SlotBody s;
+        if (!body_of(h, rec, &s)) {
+            protocol_error("short slot record");
+            break;
+        }
+        for (SlotRegion *r : regions_)
+            if (r->region_id() == s.region) {
+                r->on_slot_record(h.type, s);
+                break;
+            }
+        break;
+    }
+    default: protocol_error("unknown record type"); break;
+    }
+    return true;
+}
+
+void ShmEp::on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *fds, size_t nfds) {
+    SlotOfferBody o;
+    if (type != kCtrlSlotOffer || len != sizeof(o) || nfds != 1) {
+        for (size_t i = 0; i < nfds; ++i) close(fds[i]);
+        return protocol_error("unexpected control message");
+    }
+    std::memcpy(&o, body, sizeof(o));
+    offers_.push_back({o.region, fds[0], o.seg_size, o.nslots, o.slot_size});
+}
+
+void ShmEp::on_failed(gdx_status_t status) {
+    for (Op &op : ops_)
+        if (op.active) complete_op(op, status);
+    sendq_.clear();
+    replies_.clear();
+    gets_.clear();
+    put_errors_.clear();
+    for (auto &f : flushes_)
+        if (f.second) f.second->complete(status);
+    flushes_.clear();
+    for (SlotRegion *r : regions_) r->on_ep_failed(status, false);
+    // Parked requests run once so they see the error from the operation they retry; then they are dropped.
+    PendingRequest *req = pending_head_;
+    pending_head_ = pending_tail_ = nullptr;
+    while (req != nullptr) {
+        PendingRequest *next = req->next;
+        req->func(req);
+        req = next;
+    }
+}
+
+// ---- progress -------------------------------------------------------------------------------------------
+
+unsigned ShmEp::progress() {
+    if (!ch_.up()) return 0;
+    unsigned n = service_grant() ? 1 : 0;
+    n += ch_.poll(kPollBudget);
+    if (!ch_.up()) return n;
+    n += drain_replies() ? 1 : 0;
+    n += serve_get_streams() ? 1 : 0;
+    while (!sendq_.empty() && push_put_data(*sendq_.front())) {
+        sendq_.pop_front();
+        ++n;
+    }
+    while (pending_head_ != nullptr && resources_free()) {
+        PendingRequest *req = pending_head_;
+        pending_head_ = req->next;
+        if (pending_head_ == nullptr) pending_tail_ = nullptr;
+        if (req->func(req) == GDX_ERR_NO_RESOURCE) {
+            req->next = pending_head_; // back at the head: order is kept
+            pending_head_ = req;
+            if (pending_tail_ == nullptr) pending_tail_ = req;
+            break;
+        }
+        ++n;
+    }
+    if (active_ > 0) {
+        int64_t now = Hub::now_ns();
+        int64_t quiet = now - std::max(ch_.last_rx_ns(), busy_since_ns_);
+        if (quiet > iface_->tun().peer_timeout_ns) {
+            ch_.fail(GDX_FAIL(GDX_ERR_TIMEOUT, kComp,
+                              "pid %d silent for GDX_PEER_TIMEOUT with %zu operation(s) outstanding: declared dead",
+                              static_cast<int>(ch_.peer_pid()), active_),
+                     "peer timeout");
+        }
+    }
+    return n;
+}
+
+bool ShmEp::has_work() {
+    if (!ch_.up()) return false;
+    auto *mine = reinterpret_cast<ShmExtra *>(ch_.local_extra());
+    return !replies_.empty() || !gets_.empty() || !sendq_.empty() || (pending_head_ != nullptr && resources_free()) ||
+           mine->grant.seq.load(std::memory_order_acquire) != serviced_grant_;
+}
+
+} // namespace gdx::tp::shm

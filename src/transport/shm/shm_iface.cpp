@@ -1,0 +1,120 @@
+// shm interface and component: configuration, capabilities, progress across endpoints, wakeup.
+#include "core/error.h"
+#include "transport/shm/shm_iface.h"
+
+#include <algorithm>
+
+namespace gdx::tp::shm {
+
+namespace {
+constexpr const char *kComp = "shm";
+constexpr size_t kMaxAmShort = 240; // header + payload of a 256-byte record
+} // namespace
+
+gdx_status_t ShmIface::create(const Config &cfg, std::unique_ptr<Interface> *out) {
+    std::unique_ptr<ShmIface> ifc(new ShmIface);
+    HubConfig hc;
+    hc.transport = "shm";
+    hc.tid = wire::TransportId::Shm;
+    hc.ring_size = cfg.size(ConfigId::SHM_RING_SIZE);
+    hc.extra_size = sizeof(ShmExtra);
+    hc.cma = cfg.ternary(ConfigId::SHM_CMA);
+    hc.conn_timeout_ns = cfg.duration(ConfigId::CONN_TIMEOUT).count();
+    gdx_status_t st = Hub::create(hc, &ifc->hub_);
+    if (st != GDX_OK) return st;
+    ifc->tun_.cma_thresh = cfg.size(ConfigId::SHM_CMA_THRESH);
+    ifc->tun_.cma_split = std::max<size_t>(cfg.size(ConfigId::SHM_CMA_SPLIT), 8192);
+    ifc->tun_.peer_timeout_ns = cfg.duration(ConfigId::PEER_TIMEOUT).count();
+
+    size_t max_rec = hc.ring_size / 8;
+    Capabilities &c = ifc->caps_;
+    c.flags = kCapPut | kCapGet | kCapAmShort | kCapAmBcopy | kCapAmZcopy | kCapFlush | kCapFence | kCapWakeup |
+              kCapIntraNode | kCapErrHandling;
+    c.direct_types = type_bit(mem::MemType::HostPageable) | type_bit(mem::MemType::HostPinned) |
+                     type_bit(mem::MemType::HostRegistered);
+    c.max_put = c.max_get = size_t{1} << 40;
+    c.max_am_short = kMaxAmShort;
+    c.max_am_bcopy = max_rec - sizeof(RecHdr);
+    c.max_am_zcopy = max_rec - sizeof(RecHdr);
+    c.latency_ns = 400;
+    c.bandwidth_Bps = 12e9;
+    GDX_DEBUG(kComp, "interface open: ring %zu, cma %s (threshold %zu, split %zu); %s", hc.ring_size,
+              ternary_name(hc.cma), ifc->tun_.cma_thresh, ifc->tun_.cma_split, c.describe().c_str());
+    *out = std::move(ifc);
+    return GDX_OK;
+}
+
+ShmIface::~ShmIface() {
+    if (!eps_.empty())
+        GDX_WARN(kComp, "interface closed with %zu endpoint(s) still open: destroy endpoints first", eps_.size());
+}
+
+gdx_status_t ShmIface::ep_create(std::unique_ptr<Endpoint> *out) {
+    if (out == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "ep_create: null output");
+    *out = std::make_unique<ShmEp>(this);
+    return GDX_OK;
+}
+
+void ShmIface::remove_ep(ShmEp *ep) { eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end()); }
+
+gdx_status_t ShmIface::set_am_handler(uint8_t id, AmHandler fn, void *arg) {
+    if (id >= kMaxAmId) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "set_am_handler: id %u >= %u", id, kMaxAmId);
+    handlers_[id] = {fn, arg};
+    return GDX_OK;
+}
+
+void ShmIface::deliver_am(ShmEp *ep, uint8_t id, const void *data, size_t len) {
+    if (id >= kMaxAmId || handlers_[id].fn == nullptr) {
+        char key[32];
+        std::snprintf(key, sizeof(key), "shm:no-am-handler:%u", id);
+        GDX_LOG_ONCE(log::Level::Warn, kComp, key, "active message id %u arrived with no handler set: dropped", id);
+        return;
+    }
+    handlers_[id].fn(handlers_[id].arg, ep, data, len);
+}
+
+void ShmIface::service_grants() {
+    for (ShmEp *ep : eps_) ep->service_grant();
+}
+
+unsigned ShmIface::progress() {
+    unsigned n = hub_->progress_ctrl();
+    // Index loop: an AM handler may create endpoints (appending to eps_).
+    for (size_t i = 0; i < eps_.size(); ++i) n += eps_[i]->progress();
+    return n;
+}
+
+gdx_status_t ShmIface::arm_wakeup() {
+    for (ShmEp *ep : eps_)
+        if (ep->has_work()) return GDX_ERR_BUSY;
+    gdx_status_t st = hub_->arm();
+    if (st != GDX_OK) return st;
+    // A grant posted between has_work() and arm() would not signal the eventfd: look once more.
+    for (ShmEp *ep : eps_) {
+        if (ep->has_work()) {
+            hub_->disarm();
+            return GDX_ERR_BUSY;
+        }
+    }
+    return GDX_OK;
+}
+
+gdx_status_t ShmComponent::query_devices(std::vector<DeviceDesc> *out) {
+    if (out == nullptr) return GDX_ERR_INVALID_PARAM;
+    out->push_back({"memory", "", true});
+    return GDX_OK;
+}
+
+gdx_status_t ShmComponent::open(const DeviceDesc &dev, const Config &cfg, std::unique_ptr<Interface> *out) {
+    if (dev.name != "memory")
+        return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "shm has one device, 'memory', not '%s'", dev.name.c_str());
+    if (out == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "open: null output");
+    return ShmIface::create(cfg, out);
+}
+
+Component *shm_component() {
+    static ShmComponent c;
+    return &c;
+}
+
+} // namespace gdx::tp::shm

@@ -1,0 +1,254 @@
+// The shm transport: host memory between processes of one host. Active messages through the channel's ring;
+// put/get single-copy with cross-memory attach, the TARGET validating every request against its key table
+// (README.md explains the protocol and why); a copy through the ring where CMA is refused.
+#pragma once
+
+#include "transport/rkey_table.h"
+#include "transport/shm/hub.h"
+#include "transport/shm/shm_proto.h"
+#include "transport/transport.h"
+
+#include <atomic>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace gdx::tp::shm {
+
+class ShmIface;
+
+// A shared-slots region riding on an endpoint (shared_slots.h); the endpoint routes slot records to it.
+class SlotRegion {
+  public:
+    virtual uint64_t region_id() const = 0;
+    virtual void on_slot_record(uint8_t type, const SlotBody &body) = 0;
+    // The endpoint failed (`status`), or is being destroyed (`gone`: forget it, it must not be touched again).
+    virtual void on_ep_failed(gdx_status_t status, bool gone) = 0;
+
+  protected:
+    ~SlotRegion() = default;
+};
+
+// ---- memory domain --------------------------------------------------------------------------------------
+
+class ShmMemHandle final : public MemHandle {
+  public:
+    ShmMemHandle(void *addr, size_t len, const mem::MemInfo &info, unsigned access, std::shared_ptr<RkeyTable> t);
+    ~ShmMemHandle() override;
+    gdx_status_t pack_rkey(std::span<uint8_t> out) const override;
+    uint64_t key_id() const { return key_id_; }
+
+  private:
+    friend class ShmMd;
+    std::shared_ptr<RkeyTable> table_;
+    uint64_t key_id_ = 0; // 0: opens nothing (no remote rights, or memory shm does not reach)
+};
+
+class ShmRemoteKey final : public RemoteKey {
+  public:
+    ShmRemoteKey(uint64_t key_id, uint64_t base, uint64_t len, unsigned access) : key_id_(key_id) {
+        base_ = base;
+        length_ = len;
+        access_ = access;
+    }
+    uint64_t key_id() const { return key_id_; }
+
+  private:
+    uint64_t key_id_;
+};
+
+class ShmMd final : public MemoryDomain {
+  public:
+    ShmMd() : table_(std::make_shared<RkeyTable>()) {}
+    std::string_view name() const override { return "shm"; }
+    gdx_status_t mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
+                         std::unique_ptr<MemHandle> *out) override;
+    size_t rkey_packed_size() const override;
+    gdx_status_t rkey_unpack(std::span<const uint8_t> packed, std::unique_ptr<RemoteKey> *out) override;
+    RkeyTable &table() { return *table_; }
+
+  private:
+    std::shared_ptr<RkeyTable> table_;
+};
+
+// ---- the CMA grant mailboxes (in each segment's extra area; the peer writes both) -----------------------
+
+struct alignas(64) GrantBox { // target -> initiator: "copy [off, off+len) of your op yourself"
+    std::atomic<uint64_t> seq;
+    uint64_t op, off, len;
+    uint32_t kind;
+};
+struct alignas(64) DoneBox { // initiator -> target: "grant `seq` is done with `status`"
+    std::atomic<uint64_t> seq;
+    int32_t status;
+};
+struct ShmExtra {
+    GrantBox grant;
+    DoneBox done;
+};
+
+// ---- endpoint -------------------------------------------------------------------------------------------
+
+class ShmEp final : public Endpoint, public ChannelOwner {
+  public:
+    explicit ShmEp(ShmIface *iface);
+    ~ShmEp() override;
+
+    std::vector<uint8_t> address() const override;
+    gdx_status_t connect(std::span<const uint8_t> remote_address) override;
+    gdx_status_t state() const override { return ch_.status(); }
+    gdx_status_t put(const void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr,
+                     const RemoteKey &rkey, Completion *comp) override;
+    gdx_status_t get(void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr, const RemoteKey &rkey,
+                     Completion *comp) override;
+    gdx_status_t am_short(uint8_t id, const void *data, size_t len) override;
+    gdx_status_t am_bcopy(uint8_t id, const void *data, size_t len) override;
+    gdx_status_t am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
+                          const MemHandle *memh, Completion *comp) override;
+    gdx_status_t flush(Completion *comp) override;
+    gdx_status_t fence() override;
+    gdx_status_t pending_add(PendingRequest *req) override;
+
+    // Interface hooks.
+    unsigned progress();
+    bool has_work();
+    bool service_grant(); // performs a grant the peer posted for one of our operations
+    Channel &channel() { return ch_; }
+    ShmIface *iface() const { return iface_; }
+    size_t outstanding() const { return active_; }
+
+    // Shared bounce slots (shared_slots.h) ride on this endpoint.
+    void attach_region(SlotRegion *r);
+    void detach_region(SlotRegion *r);
+    // Offers of slot regions received from the peer and not yet accepted: (region id, fd, bytes, slots, size).
+    struct Offer {
+        uint64_t id;
+        int fd;
+        uint64_t seg_size;
+        uint32_t nslots;
+        uint64_t slot_size;
+    };
+    std::vector<Offer> &offers() { return offers_; }
+
+    // ChannelOwner
+    bool on_record(const RecHdr &hdr, const uint8_t *rec) override;
+    void on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *fds, size_t nfds) override;
+    void on_failed(gdx_status_t status) override;
+
+  private:
+    enum class OpKind : uint8_t { Put = 1, Get = 2 };
+    struct Op {
+        Completion *comp = nullptr;
+        uint64_t seq = 0;
+        uint32_t gen = 0;
+        bool active = false;
+        OpKind kind = OpKind::Put;
+        uint8_t *local = nullptr;
+        uint64_t raddr = 0, len = 0, key = 0;
+        uint64_t sent = 0; // ring-copy put: bytes pushed so far
+        gdx_status_t status = GDX_OK;
+    };
+    struct Reply { // a record for the peer that did not fit in its ring yet
+        uint8_t type;
+        uint16_t flags;
+        std::vector<uint8_t> body;
+    };
+    struct GetStream { // a ring-copy get we serve as target
+        uint64_t op, key, raddr, len, off;
+    };
+
+    gdx_status_t check_op(const char *what, size_t len, const RemoteKey &rkey, uint64_t raddr, unsigned need,
+                          const ShmRemoteKey **key);
+    gdx_status_t issue(OpKind kind, uint8_t *local, size_t len, uint64_t raddr, const ShmRemoteKey &key,
+                       Completion *comp);
+    Op *alloc_op();
+    Op *find_op(uint64_t id);
+    uint64_t op_id(const Op &op) const;
+    void complete_op(Op &op, gdx_status_t st);
+    void check_flushes();
+    bool push_put_data(Op &op);
+    void reply(uint8_t type, uint16_t flags, const void *body, size_t len);
+    void op_done(uint64_t op, gdx_status_t st);
+    bool drain_replies();
+    bool serve_get_streams();
+    void handle_cma_request(bool put, const uint8_t *body, size_t len);
+    void handle_put_data(const RecHdr &h, const uint8_t *body, size_t len);
+    void handle_get_data(const RecHdr &h, const uint8_t *body, size_t len);
+    gdx_status_t wait_grant_done(uint64_t seq);
+    bool resources_free();
+    void protocol_error(const char *what);
+
+    ShmIface *iface_;
+    Channel ch_;
+    std::vector<Op> ops_;
+    std::vector<uint32_t> free_ops_;
+    size_t active_ = 0;
+    uint64_t next_seq_ = 1;
+    bool fence_ = false;
+    std::vector<std::pair<uint64_t, Completion *>> flushes_;
+    std::deque<Op *> sendq_;   // ring-copy puts with fragments left to push
+    std::deque<Reply> replies_;
+    std::deque<GetStream> gets_;
+    std::unordered_map<uint64_t, gdx_status_t> put_errors_; // ring-copy puts that failed part-way (target side)
+    PendingRequest *pending_head_ = nullptr, *pending_tail_ = nullptr;
+    uint64_t grant_seq_ = 0, serviced_grant_ = 0;
+    int64_t busy_since_ns_ = 0; // when the outstanding count last rose from 0 (peer-timeout reference)
+    std::vector<SlotRegion *> regions_;
+    std::vector<Offer> offers_;
+};
+
+// ---- interface ------------------------------------------------------------------------------------------
+
+struct ShmTunables {
+    size_t cma_thresh = 16384;
+    size_t cma_split = 262144;
+    int64_t peer_timeout_ns = 10'000'000'000;
+};
+
+class ShmIface final : public Interface {
+  public:
+    static gdx_status_t create(const Config &cfg, std::unique_ptr<Interface> *out);
+    ~ShmIface() override;
+
+    std::string_view transport_name() const override { return "shm"; }
+    std::string_view device_name() const override { return "memory"; }
+    const Capabilities &caps() const override { return caps_; }
+    MemoryDomain &md() override { return md_; }
+    gdx_status_t ep_create(std::unique_ptr<Endpoint> *out) override;
+    gdx_status_t set_am_handler(uint8_t id, AmHandler fn, void *arg) override;
+    unsigned progress() override;
+    int wakeup_fd() const override { return hub_->wakeup_fd(); }
+    gdx_status_t arm_wakeup() override;
+
+    Hub &hub() { return *hub_; }
+    ShmMd &shm_md() { return md_; }
+    const ShmTunables &tun() const { return tun_; }
+    void add_ep(ShmEp *ep) { eps_.push_back(ep); }
+    void remove_ep(ShmEp *ep);
+    void deliver_am(ShmEp *ep, uint8_t id, const void *data, size_t len);
+    // Performs grants posted to any endpoint of this interface (called while a target waits for its initiator,
+    // so that two processes waiting on each other's grants both move).
+    void service_grants();
+
+  private:
+    ShmIface() = default;
+    std::unique_ptr<Hub> hub_;
+    ShmMd md_;
+    Capabilities caps_;
+    ShmTunables tun_;
+    struct Handler {
+        AmHandler fn = nullptr;
+        void *arg = nullptr;
+    } handlers_[kMaxAmId];
+    std::vector<ShmEp *> eps_;
+};
+
+class ShmComponent final : public Component {
+  public:
+    std::string_view name() const override { return "shm"; }
+    gdx_status_t query_devices(std::vector<DeviceDesc> *out) override;
+    gdx_status_t open(const DeviceDesc &dev, const Config &cfg, std::unique_ptr<Interface> *out) override;
+};
+Component *shm_component();
+
+} // namespace gdx::tp::shm

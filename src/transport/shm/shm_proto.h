@@ -1,0 +1,61 @@
+// Ring records of the shm endpoint protocol (after the channel's own types). Both ends run on one host with
+// one ABI, so bodies are fixed-layout structs of fixed-width fields, copied out of the ring before use.
+#pragma once
+
+#include "transport/shm/channel.h"
+
+#include <cstdint>
+
+namespace gdx::tp::shm {
+
+inline constexpr uint8_t kRecAm = kRecOwnerFirst + 0;      // id = AM id; body = header + payload
+inline constexpr uint8_t kRecPutReq = kRecOwnerFirst + 1;  // ReqBody: CMA put, the target copies/grants
+inline constexpr uint8_t kRecGetReq = kRecOwnerFirst + 2;  // ReqBody; flags kFlagRing: answer with GET_DATA
+inline constexpr uint8_t kRecOpDone = kRecOwnerFirst + 3;  // DoneBody: an operation finished at the target
+inline constexpr uint8_t kRecPutData = kRecOwnerFirst + 4; // PutDataBody + bytes; flags kFlagLast
+inline constexpr uint8_t kRecGetData = kRecOwnerFirst + 5; // GetDataBody + bytes; flags kFlagLast
+inline constexpr uint8_t kRecSlotReady = kRecOwnerFirst + 6;  // SlotBody: producer filled a shared slot
+inline constexpr uint8_t kRecSlotFree = kRecOwnerFirst + 7;   // SlotBody: consumer hands a slot back
+inline constexpr uint8_t kRecSlotAccept = kRecOwnerFirst + 8; // SlotBody (slot unused): region mapped here
+
+inline constexpr uint16_t kCtrlSlotOffer = kCtrlOwnerFirst + 0; // SlotOfferBody + the region's memfd
+
+inline constexpr uint16_t kFlagLast = 1;
+inline constexpr uint16_t kFlagRing = 2;
+
+struct ReqBody {
+    uint64_t op;    // initiator's operation id, echoed back
+    uint64_t key;   // target's key id
+    uint64_t raddr; // target address
+    uint64_t len;
+    uint64_t laddr; // initiator's buffer (CMA: the target reads/writes it there)
+};
+struct DoneBody {
+    uint64_t op;
+    int32_t status;
+    uint32_t reserved;
+};
+// Data records pad their body to 56 bytes so the payload starts 64-byte aligned in the ring.
+struct PutDataBody {
+    uint64_t op, key, raddr, off; // bytes go to raddr + off
+    uint64_t reserved[3];
+};
+struct GetDataBody {
+    uint64_t op, off;
+    int32_t status;
+    uint32_t reserved0;
+    uint64_t reserved[4];
+};
+static_assert(sizeof(RecHdr) + sizeof(PutDataBody) == 64 && sizeof(RecHdr) + sizeof(GetDataBody) == 64);
+struct SlotBody {
+    uint64_t region;
+    uint32_t slot;
+    uint32_t len;
+    uint64_t tag;
+};
+struct SlotOfferBody {
+    uint64_t region, seg_size, slot_size;
+    uint32_t nslots, reserved;
+};
+
+} // namespace gdx::tp::shm

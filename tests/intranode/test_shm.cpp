@@ -1,0 +1,287 @@
+// shm transport between two processes (the test and an exec'd peer): integrity of put/get/AM over every size
+// and path (CMA both ways, the ring copy, CMA in one direction only), odd offsets, and key enforcement.
+#include "pair_fixture.h"
+#include "transport/wire.h"
+
+#include <cstring>
+
+namespace gdx::test {
+namespace {
+
+// Which side may use cross-memory attach: both, neither (ring copy), only us, only the peer.
+enum class Mode { Cma, Ring, OnlyUs, OnlyPeer };
+const char *mode_name(Mode m) {
+    switch (m) {
+    case Mode::Cma: return "cma";
+    case Mode::Ring: return "ring";
+    case Mode::OnlyUs: return "cma_only_us";
+    case Mode::OnlyPeer: return "cma_only_peer";
+    }
+    return "?";
+}
+
+class ShmPair : public PairFixture, public ::testing::WithParamInterface<Mode> {
+  protected:
+    void SetUp() override {
+        Mode m = GetParam();
+        std::vector<std::string> env;
+        Config::Overrides ours;
+        if (m == Mode::Ring || m == Mode::OnlyUs) env.push_back("GDX_SHM_CMA=no");
+        if (m == Mode::Ring || m == Mode::OnlyPeer) ours["GDX_SHM_CMA"] = "no";
+        start("shm", "memory", env, ours);
+        ASSERT_FALSE(peer_failed);
+        ASSERT_TRUE(connect_both());
+    }
+};
+
+const size_t kSizes[] = {1, 7, 64, 4095, 16383, 16384, 65537, 262147, 1u << 20, (16u << 20) + 5, 64u << 20};
+
+TEST_P(ShmPair, PutGetAllSizesOddOffsets) {
+    const size_t kMax = 64u << 20;
+    RemoteBuf r = alloc_remote("r", "host", kMax + 64, 1, 11);
+    ASSERT_TRUE(r.rkey);
+    std::unique_ptr<Buffer> local;
+    ASSERT_EQ(Buffer::make(Kind::Host, -1, kMax + 64, 3, &local), GDX_OK);
+    std::unique_ptr<tp::MemHandle> lmh;
+    ASSERT_EQ(tp.iface->md().mem_reg(local->ptr(), local->size(), local->info(),
+                                     tp::kAccessLocalRead | tp::kAccessLocalWrite, &lmh),
+              GDX_OK);
+    uint64_t seed = 100;
+    for (size_t len : kSizes) {
+        SCOPED_TRACE("size " + std::to_string(len));
+        // put: our bytes [0, len) land at remote offset 5; the bytes around them keep the peer's pattern.
+        ++seed;
+        fill_pattern(local->ptr(), len, seed);
+        ASSERT_EQ(put(local->ptr(), len, lmh.get(), r.addr + 5, *r.rkey), GDX_OK) << last_error();
+        EXPECT_EQ(check_remote("r", 5, len, seed, 0), "ok");
+        EXPECT_EQ(check_remote("r", 0, 5, 11, 0), "ok");
+        EXPECT_EQ(check_remote("r", 5 + len, 59, 11, 5 + len), "ok");
+        // get: remote offset 7 into our offset 9; our surrounding bytes stay untouched.
+        ++seed;
+        ASSERT_EQ(call("fill r " + std::to_string(seed)), "ok");
+        fill_pattern(local->ptr(), len + 18, 5);
+        ASSERT_EQ(get(local->ptr() + 9, len, lmh.get(), r.addr + 7, *r.rkey), GDX_OK) << last_error();
+        EXPECT_EQ(check_pattern(local->ptr() + 9, len, seed, 7), -1);
+        EXPECT_EQ(check_pattern(local->ptr(), 9, 5), -1);
+        EXPECT_EQ(check_pattern(local->ptr() + 9 + len, 9, 5, 9 + len), -1);
+        ASSERT_EQ(call("fill r 11"), "ok");
+    }
+}
+
+TEST_P(ShmPair, PeerInitiatedPutGet) {
+    // The peer is the initiator and we are the target: our progress must serve its requests (and grants).
+    std::unique_ptr<Buffer> mine;
+    ASSERT_EQ(Buffer::make(Kind::Host, -1, (8u << 20) + 16, 5, &mine), GDX_OK);
+    fill_pattern(mine->ptr(), mine->size(), 21);
+    std::unique_ptr<tp::MemHandle> mh;
+    ASSERT_EQ(tp.iface->md().mem_reg(mine->ptr(), mine->size(), mine->info(),
+                                     tp::kAccessRemoteRead | tp::kAccessRemoteWrite, &mh),
+              GDX_OK);
+    std::vector<uint8_t> rk(tp.iface->md().rkey_packed_size());
+    ASSERT_EQ(mh->pack_rkey(rk), GDX_OK);
+    RemoteBuf pb = alloc_remote("p", "host", (8u << 20) + 16, 3, 33);
+    for (size_t len : {size_t{1}, size_t{5000}, size_t{70000}, size_t{8u << 20}}) {
+        SCOPED_TRACE("size " + std::to_string(len));
+        char addr[32];
+        std::snprintf(addr, sizeof(addr), "%llx", static_cast<unsigned long long>(
+                                                      reinterpret_cast<uintptr_t>(mine->ptr()) + 3));
+        EXPECT_EQ(call("put p 2 " + std::to_string(len) + " " + addr + " " + to_hex(rk)), "done 0");
+        EXPECT_EQ(check_pattern(mine->ptr() + 3, len, 33, 2), -1);
+        EXPECT_EQ(check_pattern(mine->ptr(), 3, 21), -1);
+        EXPECT_EQ(call("get p 1 " + std::to_string(len) + " " + addr + " " + to_hex(rk)), "done 0");
+        EXPECT_EQ(check_remote("p", 1, len, 33, 2), "ok"); // read back what it just wrote
+        fill_pattern(mine->ptr(), mine->size(), 21);
+        ASSERT_EQ(call("fill p 33"), "ok"); // the get above overwrote part of it
+    }
+}
+
+TEST_P(ShmPair, ActiveMessagesEcho) {
+    const tp::Capabilities &c = tp.iface->caps();
+    std::vector<size_t> sizes = {0, 1, 8, c.max_am_short, 1000, 65536, c.max_am_bcopy};
+    std::vector<uint8_t> b(c.max_am_bcopy);
+    uint64_t seed = 1;
+    for (size_t len : sizes) {
+        SCOPED_TRACE("size " + std::to_string(len));
+        fill_pattern(b.data(), len, ++seed);
+        am_got.clear();
+        gdx_status_t st = run_op(*tp.iface, [&](tp::Completion *) {
+            return len <= c.max_am_short ? ep->am_short(1, b.data(), len) : ep->am_bcopy(1, b.data(), len);
+        });
+        ASSERT_EQ(st, GDX_OK);
+        ASSERT_TRUE(progress_until(*tp.iface, [&] { return !am_got.empty(); }, std::chrono::milliseconds(10000)));
+        ASSERT_EQ(am_got[0].size(), len);
+        EXPECT_EQ(check_pattern(am_got[0].data(), len, seed), -1);
+    }
+    // zcopy: header and payload arrive contiguous.
+    std::vector<uint8_t> hdr(16), pay(50000);
+    fill_pattern(hdr.data(), hdr.size(), 77);
+    fill_pattern(pay.data(), pay.size(), 77, hdr.size());
+    am_got.clear();
+    ASSERT_EQ(run_op(*tp.iface, [&](tp::Completion *cc) {
+                  return ep->am_zcopy(1, hdr.data(), hdr.size(), pay.data(), pay.size(), nullptr, cc);
+              }),
+              GDX_OK);
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return !am_got.empty(); }, std::chrono::milliseconds(10000)));
+    EXPECT_EQ(am_got[0].size(), hdr.size() + pay.size());
+    EXPECT_EQ(check_pattern(am_got[0].data(), am_got[0].size(), 77), -1);
+    // Limits are refused with a status, not truncated.
+    EXPECT_EQ(ep->am_short(1, b.data(), c.max_am_short + 1), GDX_ERR_INVALID_PARAM);
+    EXPECT_EQ(ep->am_bcopy(1, b.data(), c.max_am_bcopy + 1), GDX_ERR_INVALID_PARAM);
+    EXPECT_EQ(ep->am_short(tp::kMaxAmId, b.data(), 1), GDX_ERR_INVALID_PARAM);
+}
+
+TEST_P(ShmPair, ManyOutstandingThenFlush) {
+    RemoteBuf r = alloc_remote("r", "host", 4u << 20, 0, 1);
+    std::vector<uint8_t> src(4u << 20);
+    fill_pattern(src.data(), src.size(), 9);
+    // 64 puts of 64 KiB in flight at once, then one flush that completes only after all of them.
+    std::vector<tp::Completion> comps(64);
+    int issued = 0;
+    for (int i = 0; i < 64; ++i) {
+        comps[i].count = 1;
+        gdx_status_t st;
+        while ((st = ep->put(src.data() + i * 65536, 65536, nullptr, r.addr + i * 65536, *r.rkey, &comps[i])) ==
+               GDX_ERR_NO_RESOURCE)
+            tp.iface->progress();
+        ASSERT_TRUE(st == GDX_INPROGRESS || st == GDX_OK);
+        if (st == GDX_OK) comps[i].count = 0;
+        ++issued;
+    }
+    tp::Completion fc;
+    fc.count = 1;
+    gdx_status_t fst = ep->flush(&fc);
+    if (fst == GDX_OK) fc.count = 0;
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return fc.count == 0; }, std::chrono::milliseconds(30000)));
+    for (auto &c : comps) {
+        EXPECT_EQ(c.count, 0);
+        EXPECT_EQ(c.status, GDX_OK);
+    }
+    EXPECT_EQ(issued, 64);
+    EXPECT_EQ(check_remote("r", 0, 4u << 20, 9, 0), "ok");
+    EXPECT_EQ(ep->flush(nullptr), GDX_OK); // nothing outstanding any more
+}
+
+// A key whose bytes were altered after packing: `mutate` edits the decoded fields, then it is packed again.
+std::unique_ptr<tp::RemoteKey> forged(tp::Interface &ifc, const std::vector<uint8_t> &packed,
+                                      void (*mutate)(tp::wire::PackedRkey *)) {
+    tp::wire::PackedRkey k;
+    std::string why;
+    EXPECT_EQ(tp::wire::decode_rkey(packed, tp::wire::TransportId::Shm, &k, &why), GDX_OK);
+    mutate(&k);
+    std::vector<uint8_t> b(tp::wire::kPackedRkeySize);
+    tp::wire::encode_rkey(k, b.data());
+    std::unique_ptr<tp::RemoteKey> out;
+    EXPECT_EQ(ifc.md().rkey_unpack(b, &out), GDX_OK);
+    return out;
+}
+
+TEST_P(ShmPair, BadKeysRefusedByTarget) {
+    RemoteBuf r = alloc_remote("r", "host", 1u << 20, 0, 4);
+    RemoteBuf ro = alloc_remote("ro", "host", 1u << 20, 0, 4, "r");
+    std::vector<uint8_t> src(1u << 20, 0xAB);
+    for (size_t len : {size_t{100}, size_t{1u << 20}}) { // ring path and CMA path
+        SCOPED_TRACE("size " + std::to_string(len));
+        // Unknown key id: only the target can know.
+        auto bad_id = forged(*tp.iface, r.packed, [](tp::wire::PackedRkey *k) { k->key_id ^= 0x5a5a; });
+        EXPECT_EQ(put(src.data(), len, nullptr, r.addr, *bad_id), GDX_ERR_ACCESS_DENIED);
+        EXPECT_EQ(get(src.data(), len, nullptr, r.addr, *bad_id), GDX_ERR_ACCESS_DENIED);
+        // A key claiming more than was registered: the target checks its own record.
+        auto wide = forged(*tp.iface, r.packed, [](tp::wire::PackedRkey *k) { k->length *= 2; });
+        EXPECT_EQ(put(src.data(), len, nullptr, r.addr + (1u << 20), *wide), GDX_ERR_ACCESS_DENIED);
+        // Read-only registration with forged write rights.
+        auto rw = forged(*tp.iface, ro.packed,
+                         [](tp::wire::PackedRkey *k) { k->access |= tp::kAccessRemoteWrite; });
+        EXPECT_EQ(put(src.data(), len, nullptr, ro.addr, *rw), GDX_ERR_ACCESS_DENIED);
+        EXPECT_EQ(check_remote("ro", 0, 1u << 20, 4, 0), "ok"); // untouched
+        // Refused at once from the key's own claims.
+        EXPECT_EQ(put(src.data(), len, nullptr, ro.addr, *ro.rkey), GDX_ERR_ACCESS_DENIED);
+        EXPECT_EQ(put(src.data(), len, nullptr, r.addr + (1u << 20) - len + 1, *r.rkey), GDX_ERR_ACCESS_DENIED);
+        EXPECT_EQ(get(src.data(), len, nullptr, r.addr - 1, *r.rkey), GDX_ERR_ACCESS_DENIED);
+    }
+    // A key revoked by deregistration opens nothing any more.
+    ASSERT_EQ(call("dereg r"), "ok");
+    EXPECT_EQ(put(src.data(), 100, nullptr, r.addr, *r.rkey), GDX_ERR_ACCESS_DENIED);
+    EXPECT_EQ(put(src.data(), 1u << 20, nullptr, r.addr, *r.rkey), GDX_ERR_ACCESS_DENIED);
+    EXPECT_EQ(check_remote("r", 0, 1u << 20, 4, 0), "ok");
+    // Garbage key bytes never unpack.
+    std::unique_ptr<tp::RemoteKey> k;
+    std::vector<uint8_t> junk(tp::wire::kPackedRkeySize, 0xff);
+    EXPECT_EQ(tp.iface->md().rkey_unpack(junk, &k), GDX_ERR_INVALID_PARAM);
+    EXPECT_EQ(tp.iface->md().rkey_unpack(std::vector<uint8_t>(3), &k), GDX_ERR_INVALID_PARAM);
+    // The endpoint still works after all the refusals.
+    RemoteBuf ok = alloc_remote("ok", "host", 4096, 0, 1);
+    fill_pattern(src.data(), 4096, 8);
+    EXPECT_EQ(put(src.data(), 4096, nullptr, ok.addr, *ok.rkey), GDX_OK);
+    EXPECT_EQ(check_remote("ok", 0, 4096, 8, 0), "ok");
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, ShmPair, ::testing::Values(Mode::Cma, Mode::Ring, Mode::OnlyUs, Mode::OnlyPeer),
+                         [](const ::testing::TestParamInfo<Mode> &i) { return std::string(mode_name(i.param)); });
+
+TEST(ShmLocal, BadArgumentsAndAddresses) {
+    Opened tp;
+    ASSERT_EQ(open_transport("shm", "memory", {}, &tp), GDX_OK);
+    std::unique_ptr<tp::Endpoint> ep;
+    ASSERT_EQ(tp.iface->ep_create(&ep), GDX_OK);
+    EXPECT_EQ(ep->connect(std::vector<uint8_t>(5, 1)), GDX_ERR_INVALID_PARAM);
+    EXPECT_EQ(ep->connect(ep->address()), GDX_ERR_INVALID_PARAM); // itself
+    std::vector<uint8_t> other_host = ep->address();
+    other_host[8] ^= 1; // host id
+    EXPECT_EQ(ep->connect(other_host), GDX_ERR_UNREACHABLE);
+    std::unique_ptr<tp::MemHandle> mh;
+    mem::MemInfo host;
+    EXPECT_EQ(tp.iface->md().mem_reg(nullptr, 10, host, tp::kAccessAll, &mh), GDX_ERR_INVALID_PARAM);
+    uint8_t b[16];
+    EXPECT_EQ(tp.iface->md().mem_reg(b, 0, host, tp::kAccessAll, &mh), GDX_ERR_INVALID_PARAM);
+    EXPECT_EQ(tp.iface->md().mem_reg(b, 16, host, 0x100, &mh), GDX_ERR_INVALID_PARAM);
+    // GPU memory is not shm's: registered, but unreachable with a reason.
+    mem::MemInfo dev;
+    dev.type = mem::MemType::CudaDevice;
+    dev.kind = mem::MemKind::Cuda;
+    ASSERT_EQ(tp.iface->md().mem_reg(b, 16, dev, tp::kAccessAll, &mh), GDX_OK);
+    EXPECT_EQ(mh->chunks().at(0).reach, tp::Reach::None);
+    EXPECT_FALSE(mh->chunks().at(0).reason.empty());
+    EXPECT_FALSE(mh->direct(0, 16));
+    // Operations before the connection is up: back-pressure, not an error.
+    ASSERT_EQ(tp.iface->md().mem_reg(b, 16, host, tp::kAccessAll, &mh), GDX_OK);
+    std::vector<uint8_t> packed(tp.iface->md().rkey_packed_size());
+    ASSERT_EQ(mh->pack_rkey(packed), GDX_OK);
+    std::unique_ptr<tp::RemoteKey> rk;
+    ASSERT_EQ(tp.iface->md().rkey_unpack(packed, &rk), GDX_OK);
+    EXPECT_EQ(ep->put(b, 4, nullptr, reinterpret_cast<uintptr_t>(b), *rk, nullptr), GDX_ERR_NO_RESOURCE);
+    EXPECT_EQ(ep->am_short(0, b, 4), GDX_ERR_NO_RESOURCE);
+}
+
+TEST(ShmLocal, LoopbackInOneProcess) {
+    // Two endpoints of one interface connected to each other: the same code paths without a second process.
+    Opened tp;
+    ASSERT_EQ(open_transport("shm", "memory", {}, &tp), GDX_OK);
+    std::unique_ptr<tp::Endpoint> a, b;
+    ASSERT_EQ(tp.iface->ep_create(&a), GDX_OK);
+    ASSERT_EQ(tp.iface->ep_create(&b), GDX_OK);
+    EXPECT_EQ(a->connect(b->address()), GDX_INPROGRESS);
+    EXPECT_EQ(b->connect(a->address()), GDX_INPROGRESS);
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return a->state() == GDX_OK && b->state() == GDX_OK; },
+                               std::chrono::milliseconds(10000)));
+    std::vector<uint8_t> dst(1u << 20, 0), src(1u << 20);
+    fill_pattern(src.data(), src.size(), 3);
+    std::unique_ptr<tp::MemHandle> mh;
+    ASSERT_EQ(tp.iface->md().mem_reg(dst.data(), dst.size(), mem::MemInfo{}, tp::kAccessRemoteWrite, &mh), GDX_OK);
+    std::vector<uint8_t> packed(tp.iface->md().rkey_packed_size());
+    ASSERT_EQ(mh->pack_rkey(packed), GDX_OK);
+    std::unique_ptr<tp::RemoteKey> rk;
+    ASSERT_EQ(tp.iface->md().rkey_unpack(packed, &rk), GDX_OK);
+    for (size_t len : {size_t{10}, size_t{1u << 20}}) {
+        gdx_status_t st = run_op(*tp.iface, [&](tp::Completion *c) {
+            return a->put(src.data(), len, nullptr, reinterpret_cast<uintptr_t>(dst.data()), *rk, c);
+        });
+        EXPECT_EQ(st, GDX_OK);
+        EXPECT_EQ(check_pattern(dst.data(), len, 3), -1);
+    }
+    b.reset(); // the peer endpoint goes away: the other one fails instead of hanging
+    EXPECT_TRUE(progress_until(*tp.iface, [&] { return a->state() != GDX_OK; }, std::chrono::milliseconds(10000)));
+    EXPECT_EQ(a->state(), GDX_ERR_CONNECTION_RESET);
+}
+
+} // namespace
+} // namespace gdx::test

@@ -1,0 +1,185 @@
+// shm robustness between two processes: another uid is refused, a peer killed with SIGKILL fails our operations
+// (bounded) and leaves nothing behind, wakeups, and the shared bounce slots (host side).
+#include "pair_fixture.h"
+#include "transport/shm/shared_slots.h"
+#include "transport/shm/sock.h"
+#include "transport/wire.h"
+
+#include <dirent.h>
+#include <fstream>
+#include <poll.h>
+#include <unistd.h>
+
+namespace gdx::test {
+namespace {
+
+std::string file_text(const char *path) {
+    std::ifstream f(path);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+size_t count_lines_with(const std::string &text, const std::string &needle) {
+    size_t n = 0, pos = 0;
+    while ((pos = text.find(needle, pos)) != std::string::npos) {
+        ++n;
+        pos += needle.size();
+    }
+    return n;
+}
+
+class ShmRobust : public PairFixture {};
+
+TEST_F(ShmRobust, OtherUidRefused) {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to run the peer as another uid (setpriv)";
+    if (access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv not installed (util-linux)";
+    start("shm", "memory", {}, {{"GDX_CONN_TIMEOUT", "2s"}},
+          {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"});
+    if (peer_failed) GTEST_SKIP() << "the peer binary could not run as uid 65534 (path not readable by nobody?)";
+    // 1. Its honest address names uid 65534: refused before any socket is touched.
+    EXPECT_EQ(ep->connect(peer_addr), GDX_ERR_ACCESS_DENIED);
+    // 2. A listener under another uid is caught by SO_PEERCRED, whatever the address claims.
+    std::vector<uint8_t> forged = peer_addr;
+    tp::wire::store_le32(forged.data() + 16, static_cast<uint32_t>(geteuid()));
+    std::unique_ptr<tp::Endpoint> ep2;
+    ASSERT_EQ(tp.iface->ep_create(&ep2), GDX_OK);
+    gdx_status_t cst = ep2->connect(forged);
+    EXPECT_TRUE(cst == GDX_INPROGRESS || cst == GDX_ERR_ACCESS_DENIED) << gdx_status_string(cst);
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return ep2->state() != GDX_INPROGRESS; },
+                               std::chrono::milliseconds(10000)));
+    // We dial out when our (interface nonce, endpoint id) is the smaller one; otherwise we wait for a HELLO
+    // that the peer, refusing our uid, never sends.
+    uint64_t our_nonce = tp::wire::load_le64(ep2->address().data() + 24);
+    uint64_t its_nonce = tp::wire::load_le64(peer_addr.data() + 24);
+    EXPECT_EQ(ep2->state(), our_nonce < its_nonce ? GDX_ERR_ACCESS_DENIED : GDX_ERR_TIMEOUT);
+    EXPECT_EQ(call("connect " + to_hex(ep2->address())), "err " + std::to_string(GDX_ERR_ACCESS_DENIED));
+    // 3. The peer knocks on our listener directly with a HELLO: our side closes on it.
+    EXPECT_EQ(call("raw_connect " + to_hex(ep2->address())), "closed");
+}
+
+TEST_F(ShmRobust, KilledPeerFailsOperationsAndLeavesNothing) {
+    start("shm", "memory", {}, {});
+    ASSERT_FALSE(peer_failed);
+    ASSERT_TRUE(connect_both());
+    RemoteBuf r = alloc_remote("r", "host", 8u << 20, 0, 1);
+    pid_t dead = link->pid();
+    // The peer stops serving; our operations queue up in its ring, then it dies with them outstanding.
+    ASSERT_TRUE(link->send("pause 600000"));
+    usleep(100000);
+    std::vector<uint8_t> src(8u << 20, 1);
+    std::vector<tp::Completion> comps(6);
+    size_t lens[] = {100, 5000, 1u << 20, 8u << 20, 300000, 64};
+    for (size_t i = 0; i < comps.size(); ++i) {
+        comps[i].count = 1;
+        gdx_status_t st = i % 2 ? ep->get(src.data(), lens[i], nullptr, r.addr, *r.rkey, &comps[i])
+                                : ep->put(src.data(), lens[i], nullptr, r.addr, *r.rkey, &comps[i]);
+        ASSERT_EQ(st, GDX_INPROGRESS) << i;
+    }
+    link->kill9();
+    killed = true;
+    EXPECT_EQ(link->wait_exit(), 128 + SIGKILL);
+    // Bounded: hang-up detection, not the 10 s peer timeout (the limit here only guards against a hang).
+    ASSERT_TRUE(progress_until(*tp.iface, [&] {
+        for (auto &c : comps)
+            if (c.count != 0) return false;
+        return true;
+    }, std::chrono::milliseconds(30000)));
+    for (auto &c : comps) EXPECT_EQ(c.status, GDX_ERR_CONNECTION_RESET);
+    EXPECT_EQ(ep->state(), GDX_ERR_CONNECTION_RESET);
+    EXPECT_EQ(ep->put(src.data(), 10, nullptr, r.addr, *r.rkey, nullptr), GDX_ERR_CONNECTION_RESET);
+    EXPECT_EQ(ep->am_short(0, src.data(), 4), GDX_ERR_CONNECTION_RESET);
+    ep.reset();
+    // Nothing left: no shared mapping in this process, no socket of the dead process, nothing in /dev/shm.
+    EXPECT_EQ(count_lines_with(file_text("/proc/self/maps"), "memfd:gdx-shm"), 0u);
+    std::string dead_prefix = "@gdx-shm-" + std::to_string(dead) + "-";
+    EXPECT_EQ(count_lines_with(file_text("/proc/net/unix"), dead_prefix), 0u);
+    if (DIR *d = opendir("/dev/shm")) {
+        while (dirent *e = readdir(d)) EXPECT_EQ(std::string(e->d_name).find("gdx"), std::string::npos) << e->d_name;
+        closedir(d);
+    }
+}
+
+TEST_F(ShmRobust, WakeupFdSignalsIncomingMessage) {
+    start("shm", "memory", {}, {});
+    ASSERT_FALSE(peer_failed);
+    ASSERT_TRUE(connect_both());
+    tp.iface->set_am_handler(3, &PairFixture::on_am, this);
+    ASSERT_GE(tp.iface->wakeup_fd(), 0);
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return tp.iface->arm_wakeup() == GDX_OK; },
+                               std::chrono::milliseconds(5000)));
+    // Not progressing from here on: only the fd can tell us the AM arrived.
+    ASSERT_TRUE(link->send("am 3 100 5"));
+    pollfd p{tp.iface->wakeup_fd(), POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 20000), 1);
+    EXPECT_TRUE(progress_until(*tp.iface, [&] { return !am_got.empty(); }, std::chrono::milliseconds(5000)));
+    ASSERT_EQ(am_got.size(), 1u);
+    EXPECT_EQ(am_got[0].size(), 100u);
+    EXPECT_EQ(link->recv(std::chrono::milliseconds(5000)), "done 0");
+}
+
+TEST_F(ShmRobust, SharedSlotsBothDirections) {
+    start("shm", "memory", {}, {});
+    ASSERT_FALSE(peer_failed);
+    ASSERT_TRUE(connect_both());
+    using tp::shm::SharedSlots;
+    // We produce 40 fills through 4 slots of 64 KiB (credits recycle); the peer checks each and releases it.
+    tp::shm::SlotsParams p;
+    p.nslots = 4;
+    p.slot_size = 65536;
+    std::unique_ptr<SharedSlots> s;
+    ASSERT_EQ(SharedSlots::create(ep.get(), p, &s), GDX_OK);
+    EXPECT_EQ(s->state(), GDX_INPROGRESS);
+    uint32_t slot;
+    EXPECT_EQ(s->acquire(&slot), GDX_ERR_NO_RESOURCE); // not accepted yet
+    EXPECT_EQ(call("slots_accept -1"), "ok 0");
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return s->state() == GDX_OK; }, std::chrono::milliseconds(10000)));
+    ASSERT_TRUE(link->send("slots_consume 40 1000"));
+    for (int k = 0; k < 40; ++k) {
+        gdx_status_t st = GDX_ERR_NO_RESOURCE;
+        ASSERT_TRUE(progress_until(*tp.iface, [&] { return (st = s->acquire(&slot)) != GDX_ERR_NO_RESOURCE; },
+                                   std::chrono::milliseconds(20000)));
+        ASSERT_EQ(st, GDX_OK);
+        size_t len = 65536 - static_cast<size_t>(k) * 7;
+        fill_pattern(s->slot(slot), len, 1000 + static_cast<uint64_t>(k));
+        ASSERT_TRUE(progress_until(*tp.iface, [&] { return (st = s->post(slot, len, k)) != GDX_ERR_NO_RESOURCE; },
+                                   std::chrono::milliseconds(20000)));
+        ASSERT_EQ(st, GDX_OK);
+    }
+    EXPECT_EQ(link->recv(std::chrono::milliseconds(30000), [&] { tp.iface->progress(); }), "ok");
+    // Misuse is refused with a status: a slot we do not hold, an over-long fill, consumer calls on a producer.
+    EXPECT_EQ(s->post(7, 10, 0), GDX_ERR_INVALID_PARAM);
+    tp::shm::SlotInfo si;
+    EXPECT_EQ(s->poll(&si), GDX_ERR_INVALID_PARAM);
+    s.reset();
+    // The peer produces, we consume.
+    ASSERT_TRUE(link->send("slots_produce 3 8192 25 500 -1"));
+    std::unique_ptr<SharedSlots> c;
+    gdx_status_t st = GDX_ERR_NO_RESOURCE;
+    ASSERT_TRUE(progress_until(*tp.iface, [&] {
+        return (st = SharedSlots::accept(ep.get(), -1, false, &c)) != GDX_ERR_NO_RESOURCE;
+    }, std::chrono::milliseconds(20000)));
+    ASSERT_EQ(st, GDX_OK);
+    EXPECT_FALSE(c->gpu_registered());
+    for (int k = 0; k < 25; ++k) {
+        ASSERT_TRUE(progress_until(*tp.iface, [&] { return (st = c->poll(&si)) != GDX_ERR_NO_RESOURCE; },
+                                   std::chrono::milliseconds(20000)));
+        ASSERT_EQ(st, GDX_OK);
+        EXPECT_EQ(si.tag, static_cast<uint64_t>(k));
+        EXPECT_EQ(si.len, 8192u - static_cast<size_t>(k) % 8192);
+        EXPECT_EQ(check_pattern(c->slot(si.slot), si.len, 500 + static_cast<uint64_t>(k)), -1);
+        EXPECT_EQ(c->release(si.slot + 100), GDX_ERR_INVALID_PARAM);
+        ASSERT_TRUE(progress_until(*tp.iface, [&] { return (st = c->release(si.slot)) != GDX_ERR_NO_RESOURCE; },
+                                   std::chrono::milliseconds(20000)));
+        ASSERT_EQ(st, GDX_OK);
+    }
+    EXPECT_EQ(link->recv(std::chrono::milliseconds(30000), [&] { tp.iface->progress(); }), "ok");
+    c.reset();
+}
+
+TEST(ShmSlotsLocal, RequiresShmEndpoint) {
+    tp::shm::SlotsParams p;
+    std::unique_ptr<tp::shm::SharedSlots> s;
+    EXPECT_EQ(tp::shm::SharedSlots::create(nullptr, p, &s), GDX_ERR_UNSUPPORTED);
+}
+
+} // namespace
+} // namespace gdx::test
