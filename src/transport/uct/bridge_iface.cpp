@@ -1,0 +1,360 @@
+// Bridge, second half: interfaces and endpoints. UCT's completion objects become pooled gdx Completions, UCT's
+// pending requests become purgeable nodes on gdx's intrusive queue, and flush without a completion object (UCT
+// polls) becomes one probe flush per endpoint at a time.
+#include "core/error.h"
+#include "core/log.h"
+#include "transport/uct/bridge_internal.h"
+
+#include <cstring>
+#include <new>
+
+using namespace gdx;
+using namespace gdx::uct;
+
+namespace {
+
+constexpr size_t kCompChunk = 64;
+constexpr size_t kAddrHeader = 2; // little-endian length of the gdx address inside the padded UCT address
+
+void am_trampoline(void *arg, tp::Endpoint * /*ep*/, const void *data, size_t length) {
+    auto *slot = static_cast<AmSlot *>(arg);
+    // UCT's handler signature takes a mutable pointer; without UCT_CB_PARAM_FLAG_DESC the handler must not
+    // keep it, and UCP copies what it keeps. The bytes are the transport's receive buffer.
+    gdx_uct_glue_am(slot->iface->glue, slot->id, const_cast<void *>(data), length);
+}
+
+void comp_done(tp::Completion *self) {
+    // c is the first member, so the Completion's address is the wrapper's.
+    auto *w = reinterpret_cast<GdxUctComp *>(self);
+    if (w->probe_of != nullptr) {
+        gdx_uct_ep *ep = w->probe_of;
+        if (w->c.status == GDX_OK && w->probe_seq > ep->flushed_seq) ep->flushed_seq = w->probe_seq;
+        ep->probe = nullptr;
+    }
+    if (w->uct_comp != nullptr) gdx_uct_glue_complete(w->uct_comp, w->c.status);
+    w->owner->put_comp(w);
+}
+
+gdx_status_t pending_trampoline(tp::PendingRequest *self) {
+    auto *node = reinterpret_cast<GdxUctPending *>(self); // p is the first member
+    gdx_status_t st = GDX_OK;
+    if (node->req != nullptr) st = gdx_uct_glue_dispatch(node->req);
+    if (st == GDX_ERR_NO_RESOURCE) return st; // keep it, stop dispatching for now
+    gdx_uct_ep *ep = node->ep;
+    if (node->prev != nullptr) node->prev->next = node->next;
+    else ep->pending = node->next;
+    if (node->next != nullptr) node->next->prev = node->prev;
+    delete node;
+    return GDX_OK;
+}
+
+// Accepted operations advance ops_seq so flush without a completion knows whether a finished probe still
+// covers everything.
+gdx_status_t accepted(gdx_uct_ep *ep, gdx_status_t st) {
+    if (st == GDX_OK || st == GDX_INPROGRESS) ++ep->ops_seq;
+    return st;
+}
+
+// Runs op(comp) with a pooled Completion; releases it unless the operation kept it.
+template <typename Op> gdx_status_t with_comp(gdx_uct_ep *ep, void *uct_comp, Op op) {
+    GdxUctComp *c = ep->iface->get_comp(uct_comp);
+    if (c == nullptr) return GDX_ERR_NO_MEMORY;
+    gdx_status_t st = op(&c->c);
+    if (st != GDX_INPROGRESS) ep->iface->put_comp(c);
+    return accepted(ep, st);
+}
+
+} // namespace
+
+GdxUctComp *gdx_uct_iface::get_comp(void *uct_comp) {
+    if (free_comps == nullptr) {
+        std::unique_ptr<GdxUctComp[]> chunk(new (std::nothrow) GdxUctComp[kCompChunk]);
+        if (!chunk) {
+            GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "out of memory for %zu completion objects", kCompChunk);
+            return nullptr;
+        }
+        for (size_t i = 0; i < kCompChunk; ++i) put_comp(&chunk[i]);
+        comp_chunks.push_back(std::move(chunk));
+    }
+    GdxUctComp *c = free_comps;
+    free_comps = c->next_free;
+    c->c.cb = comp_done;
+    c->c.count = 1;
+    c->c.status = GDX_OK;
+    c->uct_comp = uct_comp;
+    c->owner = this;
+    c->probe_of = nullptr;
+    return c;
+}
+
+void gdx_uct_iface::put_comp(GdxUctComp *c) {
+    c->next_free = free_comps;
+    free_comps = c;
+}
+
+// ---- interface -------------------------------------------------------------------------------------------
+
+extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_name, void *glue,
+                                           gdx_uct_iface_t **out) {
+    if (md == nullptr || dev_name == nullptr || out == nullptr)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "iface open: null argument");
+    auto iface = std::unique_ptr<gdx_uct_iface>(new (std::nothrow) gdx_uct_iface);
+    if (!iface) return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "iface open: out of memory");
+    const char *tl = gdx_uct_tl_name(md->tl);
+    if (!md->anchor_lent && md->anchor_dev.name == dev_name) {
+        iface->itf = md->anchor.get();
+        md->anchor_lent = true;
+    } else {
+        std::vector<tp::DeviceDesc> devs;
+        gdx_status_t st = md->comp->query_devices(&devs);
+        if (st != GDX_OK) return st;
+        const tp::DeviceDesc *dev = nullptr;
+        for (const tp::DeviceDesc &d : devs)
+            if (d.name == dev_name) dev = &d;
+        if (dev == nullptr)
+            return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "iface open: gdx_%s has no device '%s'", tl, dev_name);
+        st = md->comp->open(*dev, md->cfg, &iface->owned);
+        if (st != GDX_OK) return st;
+        iface->itf = iface->owned.get();
+        // Registrations live in the anchor's MemoryDomain; this interface has its own (transport.h gives every
+        // Interface one), so keys registered through the UCT MD may not open memory served here.
+        GDX_LOG_ONCE(log::Level::Warn, kComp, std::string("uct-second-iface:") + tl,
+                     "gdx_%s: a second interface (%s) does not share the UCT memory domain's registrations; "
+                     "one interface per transport and process is what works until gdx::tp::Component opens "
+                     "memory domains itself (src/transport/uct/README.md)",
+                     tl, dev_name);
+    }
+    iface->md = md;
+    iface->glue = glue;
+    for (unsigned id = 0; id < tp::kMaxAmId; ++id) {
+        iface->slots[id] = AmSlot{iface.get(), static_cast<uint8_t>(id)};
+        gdx_status_t st = iface->itf->set_am_handler(static_cast<uint8_t>(id), am_trampoline, &iface->slots[id]);
+        if (st != GDX_OK) {
+            if (iface->owned == nullptr) md->anchor_lent = false;
+            return st;
+        }
+    }
+    ++md->ifaces;
+    *out = iface.release();
+    return GDX_OK;
+}
+
+extern "C" void gdx_uct_iface_close(gdx_uct_iface_t *iface) {
+    if (iface == nullptr) return;
+    if (iface->eps != nullptr)
+        GDX_ERROR(kComp, "gdx_%s interface closed with endpoints still open: destroying them",
+                  gdx_uct_tl_name(iface->md->tl));
+    while (iface->eps != nullptr) gdx_uct_ep_destroy(iface->eps);
+    gdx_uct_md *md = iface->md;
+    if (iface->owned == nullptr) {
+        // The borrowed anchor outlives this UCT interface: stop it calling into the glue.
+        for (unsigned id = 0; id < tp::kMaxAmId; ++id)
+            iface->itf->set_am_handler(static_cast<uint8_t>(id), nullptr, nullptr);
+        md->anchor_lent = false;
+    }
+    iface->owned.reset(); // may complete outstanding operations, which still need the completion pool
+    --md->ifaces;
+    delete iface;
+}
+
+extern "C" void gdx_uct_iface_attr(gdx_uct_iface_t *iface, gdx_uct_iface_attr_t *a) {
+    const tp::Capabilities &c = iface->itf->caps();
+    std::memset(a, 0, sizeof(*a));
+    a->connect_to_ep = 1;
+    a->am_short = (c.flags & tp::kCapAmShort) != 0 && c.max_am_short >= sizeof(uint64_t);
+    a->am_bcopy = (c.flags & tp::kCapAmBcopy) != 0;
+    a->am_zcopy = (c.flags & tp::kCapAmZcopy) != 0;
+    a->put_zcopy = (c.flags & tp::kCapPut) != 0;
+    a->get_zcopy = (c.flags & tp::kCapGet) != 0;
+    a->wakeup = (c.flags & tp::kCapWakeup) != 0 && iface->itf->wakeup_fd() >= 0;
+    a->intra_node = (c.flags & tp::kCapIntraNode) != 0;
+    a->max_am_short = c.max_am_short;
+    a->max_am_bcopy = c.max_am_bcopy;
+    a->max_am_zcopy = c.max_am_zcopy;
+    a->max_put = c.max_put;
+    a->max_get = c.max_get;
+    a->latency_s = c.latency_ns * 1e-9;
+    a->bandwidth_Bps = c.bandwidth_Bps;
+}
+
+extern "C" unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface) { return iface->itf->progress(); }
+extern "C" int gdx_uct_iface_wakeup_fd(gdx_uct_iface_t *iface) { return iface->itf->wakeup_fd(); }
+extern "C" gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface) { return iface->itf->arm_wakeup(); }
+
+extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_comp) {
+    if (uct_comp == nullptr) {
+        gdx_status_t result = GDX_OK;
+        for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
+            gdx_status_t st = gdx_uct_ep_flush(ep, nullptr);
+            if (st != GDX_OK && result == GDX_OK) result = st;
+        }
+        return result;
+    }
+    // One Completion counts every endpoint flush still running; it starts at 1 so it cannot fire while
+    // endpoints are being visited.
+    GdxUctComp *agg = iface->get_comp(uct_comp);
+    if (agg == nullptr) return GDX_ERR_NO_MEMORY;
+    for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
+        ++agg->c.count;
+        gdx_status_t st = ep->ep->flush(&agg->c);
+        if (st != GDX_INPROGRESS) {
+            --agg->c.count;
+            if (st != GDX_OK && agg->c.status == GDX_OK) agg->c.status = st;
+        }
+    }
+    if (--agg->c.count == 0) {
+        gdx_status_t st = agg->c.status;
+        iface->put_comp(agg);
+        return st;
+    }
+    return GDX_INPROGRESS;
+}
+
+extern "C" gdx_status_t gdx_uct_iface_fence(gdx_uct_iface_t *iface) {
+    for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
+        gdx_status_t st = ep->ep->fence();
+        if (st != GDX_OK) return st;
+    }
+    return GDX_OK;
+}
+
+// ---- endpoint --------------------------------------------------------------------------------------------
+
+extern "C" gdx_status_t gdx_uct_ep_create(gdx_uct_iface_t *iface, gdx_uct_ep_t **out) {
+    auto ep = std::unique_ptr<gdx_uct_ep>(new (std::nothrow) gdx_uct_ep);
+    if (!ep) return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "ep create: out of memory");
+    gdx_status_t st = iface->itf->ep_create(&ep->ep);
+    if (st != GDX_OK) return st;
+    ep->iface = iface;
+    ep->next = iface->eps;
+    if (iface->eps != nullptr) iface->eps->prev = ep.get();
+    iface->eps = ep.get();
+    *out = ep.release();
+    return GDX_OK;
+}
+
+extern "C" void gdx_uct_ep_destroy(gdx_uct_ep_t *ep) {
+    if (ep == nullptr) return;
+    gdx_uct_iface *iface = ep->iface;
+    if (ep->probe != nullptr) ep->probe->probe_of = nullptr; // a late completion must not touch this ep
+    // Destroying the gdx endpoint drops its pending queue; our nodes are freed here, after it.
+    ep->ep.reset();
+    while (ep->pending != nullptr) {
+        GdxUctPending *n = ep->pending;
+        ep->pending = n->next;
+        delete n;
+    }
+    if (ep->prev != nullptr) ep->prev->next = ep->next;
+    else iface->eps = ep->next;
+    if (ep->next != nullptr) ep->next->prev = ep->prev;
+    delete ep;
+}
+
+extern "C" gdx_status_t gdx_uct_ep_get_address(gdx_uct_ep_t *ep, void *buffer) {
+    std::vector<uint8_t> a = ep->ep->address();
+    if (a.empty() || a.size() > GDX_UCT_EP_ADDR_MAX - kAddrHeader)
+        return GDX_FAIL(GDX_ERR_INTERNAL, kComp, "gdx_%s endpoint address of %zu bytes does not fit UCT's fixed %d",
+                        gdx_uct_tl_name(ep->iface->md->tl), a.size(), GDX_UCT_EP_ADDR_MAX - (int)kAddrHeader);
+    auto *p = static_cast<uint8_t *>(buffer);
+    std::memset(p, 0, GDX_UCT_EP_ADDR_MAX);
+    p[0] = static_cast<uint8_t>(a.size());
+    p[1] = static_cast<uint8_t>(a.size() >> 8);
+    std::memcpy(p + kAddrHeader, a.data(), a.size());
+    return GDX_OK;
+}
+
+extern "C" gdx_status_t gdx_uct_ep_connect(gdx_uct_ep_t *ep, const void *address) {
+    const auto *p = static_cast<const uint8_t *>(address);
+    size_t n = static_cast<size_t>(p[0]) | (static_cast<size_t>(p[1]) << 8);
+    if (n == 0 || n > GDX_UCT_EP_ADDR_MAX - kAddrHeader)
+        return GDX_FAIL(GDX_ERR_INVALID_ADDR, kComp, "gdx_%s: peer endpoint address claims %zu bytes (1..%d)",
+                        gdx_uct_tl_name(ep->iface->md->tl), n, GDX_UCT_EP_ADDR_MAX - (int)kAddrHeader);
+    return ep->ep->connect(std::span<const uint8_t>(p + kAddrHeader, n));
+}
+
+extern "C" gdx_status_t gdx_uct_ep_am_short(gdx_uct_ep_t *ep, uint8_t id, const void *data, size_t len) {
+    return accepted(ep, ep->ep->am_short(id, data, len));
+}
+
+extern "C" gdx_status_t gdx_uct_ep_am_bcopy(gdx_uct_ep_t *ep, uint8_t id, const void *data, size_t len) {
+    return accepted(ep, ep->ep->am_bcopy(id, data, len));
+}
+
+extern "C" gdx_status_t gdx_uct_ep_am_zcopy(gdx_uct_ep_t *ep, uint8_t id, const void *header, size_t header_len,
+                                            const void *payload, size_t len, gdx_uct_memh_t *memh, void *comp) {
+    const tp::MemHandle *h = memh != nullptr ? memh->h.get() : nullptr;
+    return with_comp(ep, comp, [&](tp::Completion *c) {
+        return ep->ep->am_zcopy(id, header, header_len, payload, len, h, c);
+    });
+}
+
+extern "C" gdx_status_t gdx_uct_ep_put(gdx_uct_ep_t *ep, const void *buf, size_t len, gdx_uct_memh_t *memh,
+                                       uint64_t remote_addr, gdx_uct_rkey_t *rkey, void *comp) {
+    const tp::RemoteKey *key = nullptr;
+    gdx_status_t st = rkey->resolve(ep->iface->itf->md(), &key);
+    if (st != GDX_OK) return st;
+    const tp::MemHandle *h = memh != nullptr ? memh->h.get() : nullptr;
+    return with_comp(ep, comp, [&](tp::Completion *c) { return ep->ep->put(buf, len, h, remote_addr, *key, c); });
+}
+
+extern "C" gdx_status_t gdx_uct_ep_get(gdx_uct_ep_t *ep, void *buf, size_t len, gdx_uct_memh_t *memh,
+                                       uint64_t remote_addr, gdx_uct_rkey_t *rkey, void *comp) {
+    const tp::RemoteKey *key = nullptr;
+    gdx_status_t st = rkey->resolve(ep->iface->itf->md(), &key);
+    if (st != GDX_OK) return st;
+    const tp::MemHandle *h = memh != nullptr ? memh->h.get() : nullptr;
+    return with_comp(ep, comp, [&](tp::Completion *c) { return ep->ep->get(buf, len, h, remote_addr, *key, c); });
+}
+
+extern "C" gdx_status_t gdx_uct_ep_flush(gdx_uct_ep_t *ep, void *uct_comp) {
+    if (uct_comp != nullptr) {
+        GdxUctComp *c = ep->iface->get_comp(uct_comp);
+        if (c == nullptr) return GDX_ERR_NO_MEMORY;
+        gdx_status_t st = ep->ep->flush(&c->c);
+        if (st != GDX_INPROGRESS) ep->iface->put_comp(c);
+        return st;
+    }
+    // UCT polls flush without a completion object. Keep one probe flush in flight; once a probe covering every
+    // accepted operation has finished, the endpoint is flushed.
+    if (ep->flushed_seq == ep->ops_seq) return GDX_OK;
+    if (ep->probe != nullptr) return GDX_INPROGRESS;
+    GdxUctComp *c = ep->iface->get_comp(nullptr);
+    if (c == nullptr) return GDX_ERR_NO_MEMORY;
+    c->probe_of = ep;
+    c->probe_seq = ep->ops_seq;
+    ep->probe = c;
+    gdx_status_t st = ep->ep->flush(&c->c);
+    if (st == GDX_INPROGRESS) return st;
+    ep->probe = nullptr;
+    if (st == GDX_OK) ep->flushed_seq = c->probe_seq;
+    ep->iface->put_comp(c);
+    return st;
+}
+
+extern "C" gdx_status_t gdx_uct_ep_fence(gdx_uct_ep_t *ep) { return ep->ep->fence(); }
+
+extern "C" gdx_status_t gdx_uct_ep_pending_add(gdx_uct_ep_t *ep, void *req) {
+    auto *node = new (std::nothrow) GdxUctPending;
+    if (node == nullptr) return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "pending_add: out of memory");
+    node->p.func = pending_trampoline;
+    node->req = req;
+    node->ep = ep;
+    gdx_status_t st = ep->ep->pending_add(&node->p);
+    if (st != GDX_OK) { // GDX_ERR_BUSY (send now) or an error: not queued
+        delete node;
+        return st;
+    }
+    node->next = ep->pending;
+    if (ep->pending != nullptr) ep->pending->prev = node;
+    ep->pending = node;
+    return GDX_OK;
+}
+
+extern "C" void gdx_uct_ep_pending_purge(gdx_uct_ep_t *ep, void (*cb)(void *req, void *arg), void *arg) {
+    for (GdxUctPending *n = ep->pending; n != nullptr; n = n->next) {
+        if (n->req == nullptr) continue;
+        void *req = n->req;
+        n->req = nullptr; // gdx still holds the node; it is dropped when dispatched or when the ep goes
+        if (cb != nullptr) cb(req, arg);
+    }
+}

@@ -1,0 +1,76 @@
+/* C glue of libuct_gdx: the UCT objects (component, MD, interface, endpoint) that UCX's internal headers define
+ * and that only C initializers and the UCS_CLASS_* macros fill in comfortably. Each object holds the bridge
+ * handle (uct_gdx.h) that does the work in gdx's C++ core. */
+#ifndef GDX_UCT_GDX_GLUE_H
+#define GDX_UCT_GDX_GLUE_H
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "uct_gdx.h"
+
+#include <uct/base/uct_iface.h>
+#include <uct/base/uct_md.h>
+
+/* One UCT component per gdx transport ("gdx_tcp"): its MD and its single transport carry the same name, and
+ * the component's rkey_unpack knows which transport's key it is handed. */
+typedef struct uct_gdx_component {
+    uct_component_t super;
+    unsigned        tl;                       /* bridge transport index */
+    char            name[GDX_UCT_NAME_MAX];   /* "gdx_tcp" */
+    char            cfg_prefix[32];           /* "GDX_TCP_" for the interface settings */
+    uct_tl_t        uct_tl;
+} uct_gdx_component_t;
+
+/* UCX_GDX_* values: one string per GDX_* variable, in gdx's table order. */
+typedef struct uct_gdx_md_config {
+    uct_md_config_t super;
+    char            *values[];
+} uct_gdx_md_config_t;
+
+typedef struct uct_gdx_md {
+    uct_md_t          super;
+    gdx_uct_md_t      *bridge;
+    gdx_uct_md_attr_t attr;
+    int               cuda;    /* gdx's CUDA backend found a GPU: detect CUDA memory */
+} uct_gdx_md_t;
+
+typedef struct uct_gdx_iface_config {
+    uct_iface_config_t super;
+} uct_gdx_iface_config_t;
+
+typedef struct uct_gdx_iface {
+    uct_base_iface_t     super;
+    gdx_uct_iface_t      *bridge;
+    gdx_uct_iface_attr_t attr;
+    uint64_t             system_id;   /* device address: intra-node transports reach this host only */
+    void                 *scratch;    /* header + payload of am_short, packed am_bcopy */
+    size_t               scratch_size;
+} uct_gdx_iface_t;
+
+typedef struct uct_gdx_ep {
+    uct_base_ep_t super;
+    gdx_uct_ep_t  *bridge;
+} uct_gdx_ep_t;
+
+/* gdx status -> UCS status. */
+ucs_status_t uct_gdx_status(gdx_status_t st);
+
+/* Logs a failed bridge call at error level with gdx's reason, returns the mapped status. */
+ucs_status_t uct_gdx_fail(gdx_status_t st, const char *what, const char *name);
+
+/* Defined in uct_gdx_md.c, used by the component. */
+ucs_status_t uct_gdx_md_open(uct_component_t *component, const char *md_name, const uct_md_config_t *config,
+                             uct_md_h *md_p);
+ucs_status_t uct_gdx_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p, unsigned *num_p);
+
+/* Defined in uct_gdx_aux.c: the auxiliary wire-up transport (see there for why). */
+void uct_gdx_aux_register(void);
+
+/* Defined in uct_gdx_iface.c. */
+ucs_status_t uct_gdx_iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                                const uct_iface_config_t *config, uct_iface_h *iface_p);
+extern ucs_config_field_t uct_gdx_iface_config_table[];
+
+#endif /* GDX_UCT_GDX_GLUE_H */

@@ -1,0 +1,383 @@
+/* UCP check of CUDA device buffers between two processes over gdx (run both under tools/gdx-run):
+ *
+ *   server:  gdx-run ucp_gpu_check [-p PORT] [-d GPU] [-t SECONDS]
+ *   client:  gdx-run ucp_gpu_check [-p PORT] [-d GPU] [-t SECONDS] SERVER_HOST
+ *
+ * For sizes 1 B .. 16 MiB: tag send/recv between device buffers (once with the memory type given to UCP, once
+ * left to UCP's detection, i.e. gdx's memory domain), then ucp_put_nbx and ucp_get_nbx between device buffers.
+ * Every transfer is compared byte for byte (device -> host copy) against a pattern that depends on size and
+ * direction. Prints one line per check, "ucp_gpu_check: PASS" or "FAIL (n errors)".
+ * Exit: 0 pass, 1 fail, 2 usage or setup error, 3 timeout, 77 skipped (no CUDA driver or no GPU).
+ * The CUDA driver is opened at run time (dlopen libcuda.so.1): nothing links CUDA, so the binary builds and
+ * skips cleanly on machines without one. */
+#include <ucp/api/ucp.h>
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define SKIP 77
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef int CUdevice;
+typedef void *CUcontext;
+
+static struct {
+    CUresult (*cuInit)(unsigned);
+    CUresult (*cuDeviceGetCount)(int*);
+    CUresult (*cuDeviceGet)(CUdevice*, int);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+    CUresult (*cuCtxSetCurrent)(CUcontext);
+    CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+    CUresult (*cuMemFree)(CUdeviceptr);
+    CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
+    CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
+} cu;
+
+static ucp_worker_h g_worker;
+static int g_errors, g_checks;
+
+static void on_alarm(int sig)
+{
+    static const char msg[] = "ucp_gpu_check: timed out (alarm): a transfer never completed\n";
+    (void)sig;
+    if (write(2, msg, sizeof(msg) - 1) < 0) {
+        _exit(3);
+    }
+    _exit(3);
+}
+
+#define DIE(code, ...) do { fprintf(stderr, "ucp_gpu_check: " __VA_ARGS__); fputc('\n', stderr); exit(code); } while (0)
+#define CU(call) do { CUresult r_ = (call); if (r_ != 0) DIE(2, "%s failed: CUresult %d", #call, r_); } while (0)
+#define UCS(call) do { ucs_status_t s_ = (call); if (s_ != UCS_OK) DIE(2, "%s failed: %s", #call, ucs_status_string(s_)); } while (0)
+
+static int cuda_open(int ordinal, char *why, size_t why_len)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    CUcontext ctx;
+    CUdevice dev;
+    int count = 0;
+
+    if (h == NULL) {
+        snprintf(why, why_len, "no CUDA driver (dlopen libcuda.so.1: %s)", dlerror());
+        return 0;
+    }
+#define SYM(name) if ((*(void**)&cu.name = dlsym(h, #name)) == NULL && \
+                      (*(void**)&cu.name = dlsym(h, #name "_v2")) == NULL) { \
+                      snprintf(why, why_len, "libcuda.so.1 lacks %s", #name); return 0; }
+    SYM(cuInit) SYM(cuDeviceGetCount) SYM(cuDeviceGet) SYM(cuDevicePrimaryCtxRetain) SYM(cuCtxSetCurrent)
+    SYM(cuMemAlloc) SYM(cuMemFree) SYM(cuMemcpyHtoD) SYM(cuMemcpyDtoH)
+#undef SYM
+    if (cu.cuInit(0) != 0 || cu.cuDeviceGetCount(&count) != 0 || count == 0) {
+        snprintf(why, why_len, "no GPU (cuInit/cuDeviceGetCount: %d devices)", count);
+        return 0;
+    }
+    if (ordinal >= count) {
+        snprintf(why, why_len, "GPU %d requested, %d present", ordinal, count);
+        return 0;
+    }
+    CU(cu.cuDeviceGet(&dev, ordinal));
+    CU(cu.cuDevicePrimaryCtxRetain(&ctx, dev));
+    CU(cu.cuCtxSetCurrent(ctx));
+    return 1;
+}
+
+static void pattern(uint8_t *p, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 7;
+    for (size_t i = 0; i < len; ++i) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        p[i] = (uint8_t)x;
+    }
+}
+
+static ucs_status_t wait_req(void *req)
+{
+    ucs_status_t st;
+    if (req == NULL) {
+        return UCS_OK;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        return UCS_PTR_STATUS(req);
+    }
+    while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
+        ucp_worker_progress(g_worker);
+    }
+    ucp_request_free(req);
+    return st;
+}
+
+static ucp_request_param_t param(int cuda)
+{
+    ucp_request_param_t p;
+    memset(&p, 0, sizeof(p));
+    if (cuda) {
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        p.memory_type  = UCS_MEMORY_TYPE_CUDA;
+    }
+    return p;
+}
+
+static ucs_status_t send_host(ucp_ep_h ep, const void *buf, size_t len, ucp_tag_t tag)
+{
+    ucp_request_param_t p = param(0);
+    return wait_req(ucp_tag_send_nbx(ep, buf, len, tag, &p));
+}
+
+static ucs_status_t recv_host(void *buf, size_t len, ucp_tag_t tag)
+{
+    ucp_request_param_t p = param(0);
+    return wait_req(ucp_tag_recv_nbx(g_worker, buf, len, tag, (ucp_tag_t)-1, &p));
+}
+
+static void report(const char *what, size_t len, ucs_status_t st, int same)
+{
+    ++g_checks;
+    if (st != UCS_OK || !same) {
+        ++g_errors;
+    }
+    printf("%-26s %9zu B: %s%s%s\n", what, len, (st == UCS_OK && same) ? "OK" : "FAIL",
+           st != UCS_OK ? " " : "", st != UCS_OK ? ucs_status_string(st) : (same ? "" : " (bytes differ)"));
+    fflush(stdout);
+}
+
+/* Compares `len` bytes of device memory with the pattern of seed. */
+static int device_equals(CUdeviceptr d, size_t len, uint64_t seed, uint8_t *h1, uint8_t *h2)
+{
+    CU(cu.cuMemcpyDtoH(h1, d, len));
+    pattern(h2, len, seed);
+    return memcmp(h1, h2, len) == 0;
+}
+
+static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
+{
+    static const size_t sizes[] = {1, 8, 4096, 65536, 1u << 20, 16u << 20};
+    const size_t max = 16u << 20;
+    uint8_t *h1 = malloc(max), *h2 = malloc(max);
+    CUdeviceptr dsend, drecv;
+    ucs_status_t st;
+
+    if (h1 == NULL || h2 == NULL) {
+        DIE(2, "out of host memory");
+    }
+    CU(cu.cuMemAlloc(&dsend, max));
+    CU(cu.cuMemAlloc(&drecv, max));
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        size_t len = sizes[i];
+        for (int hint = 1; hint >= 0; --hint) {
+            const char *what = hint ? "tag (memory type given)" : "tag (memory type detected)";
+            ucp_request_param_t p = param(hint);
+            uint64_t seed = (len << 8) | (uint64_t)hint;
+            int same = 0;
+            if (server) {
+                pattern(h1, len, ~seed); /* poison: a transfer that writes nothing cannot pass */
+                CU(cu.cuMemcpyHtoD(drecv, h1, len));
+                st = wait_req(ucp_tag_recv_nbx(g_worker, (void*)(uintptr_t)drecv, len, seed, (ucp_tag_t)-1, &p));
+                same = (st == UCS_OK) && device_equals(drecv, len, seed, h1, h2);
+                report(what, len, st, same);
+                int ok = (st == UCS_OK) && same;
+                send_host(ep, &ok, sizeof(ok), 1);
+            } else {
+                int ok = 0;
+                pattern(h1, len, seed);
+                CU(cu.cuMemcpyHtoD(dsend, h1, len));
+                st = wait_req(ucp_tag_send_nbx(ep, (void*)(uintptr_t)dsend, len, seed, &p));
+                recv_host(&ok, sizeof(ok), 1);
+                report(what, len, st, ok);
+            }
+        }
+    }
+
+    /* RMA: the server exposes a device buffer; the client puts into it and gets from it. */
+    ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                                             UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE,
+                               .address = (void*)(uintptr_t)(server ? drecv : dsend), .length = max,
+                               .memory_type = UCS_MEMORY_TYPE_CUDA};
+    ucp_mem_h memh;
+    UCS(ucp_mem_map(ctx, &mp, &memh));
+    if (server) {
+        void *rkey_buf;
+        size_t rkey_len;
+        uint64_t msg[2] = {(uint64_t)drecv, 0};
+        UCS(ucp_rkey_pack(ctx, memh, &rkey_buf, &rkey_len));
+        msg[1] = rkey_len;
+        UCS(send_host(ep, msg, sizeof(msg), 2));
+        UCS(send_host(ep, rkey_buf, rkey_len, 3));
+        ucp_rkey_buffer_release(rkey_buf);
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+            size_t len = sizes[i];
+            int done = 0, same;
+            pattern(h1, max, 0); /* poison, then wait for the client's put */
+            CU(cu.cuMemcpyHtoD(drecv, h1, max));
+            UCS(send_host(ep, &done, sizeof(done), 4));
+            UCS(recv_host(&done, sizeof(done), 5));
+            same = device_equals(drecv, len, 0x5000 + len, h1, h2);
+            report("put (server checks)", len, UCS_OK, same);
+            pattern(h1, len, 0x6000 + len); /* then serve a get */
+            CU(cu.cuMemcpyHtoD(drecv, h1, len));
+            UCS(send_host(ep, &same, sizeof(same), 6));
+            UCS(recv_host(&done, sizeof(done), 7));
+        }
+    } else {
+        uint64_t msg[2];
+        uint8_t rkey_buf[4096];
+        ucp_rkey_h rkey;
+        UCS(recv_host(msg, sizeof(msg), 2));
+        if (msg[1] > sizeof(rkey_buf)) {
+            DIE(2, "server's rkey of %llu bytes is too large", (unsigned long long)msg[1]);
+        }
+        UCS(recv_host(rkey_buf, msg[1], 3));
+        UCS(ucp_ep_rkey_unpack(ep, rkey_buf, &rkey));
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+            size_t len = sizes[i];
+            ucp_request_param_t p = param(1);
+            int go = 0, ok = 0;
+            UCS(recv_host(&go, sizeof(go), 4));
+            pattern(h1, len, 0x5000 + len);
+            CU(cu.cuMemcpyHtoD(dsend, h1, len));
+            st = wait_req(ucp_put_nbx(ep, (void*)(uintptr_t)dsend, len, msg[0], rkey, &p));
+            if (st == UCS_OK) {
+                st = wait_req(ucp_ep_flush_nbx(ep, &p));
+            }
+            UCS(send_host(ep, &go, sizeof(go), 5));
+            UCS(recv_host(&ok, sizeof(ok), 6));
+            report("put (client side)", len, st, ok);
+            pattern(h2, len, 1); /* poison before the get */
+            CU(cu.cuMemcpyHtoD(dsend, h2, len));
+            st = wait_req(ucp_get_nbx(ep, (void*)(uintptr_t)dsend, len, msg[0], rkey, &p));
+            if (st == UCS_OK) {
+                st = wait_req(ucp_ep_flush_nbx(ep, &p));
+            }
+            report("get (client checks)", len, st, st == UCS_OK && device_equals(dsend, len, 0x6000 + len, h1, h2));
+            UCS(send_host(ep, &go, sizeof(go), 7));
+        }
+        ucp_rkey_destroy(rkey);
+    }
+    UCS(ucp_mem_unmap(ctx, memh));
+    CU(cu.cuMemFree(dsend));
+    CU(cu.cuMemFree(drecv));
+    free(h1);
+    free(h2);
+}
+
+/* Exchanges worker addresses over one TCP connection (the server listens). */
+static int oob_connect(const char *host, int port)
+{
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0), conn;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (fd < 0) {
+        DIE(2, "socket: %s", strerror(errno));
+    }
+    if (host == NULL) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+        if (bind(fd, (struct sockaddr*)&sa, sizeof(sa)) != 0 || listen(fd, 1) != 0) {
+            DIE(2, "bind/listen on port %d: %s", port, strerror(errno));
+        }
+        conn = accept(fd, NULL, NULL);
+        if (conn < 0) {
+            DIE(2, "accept: %s", strerror(errno));
+        }
+        close(fd);
+        return conn;
+    }
+    struct hostent *he = gethostbyname(host);
+    if (he == NULL) {
+        DIE(2, "cannot resolve %s", host);
+    }
+    memcpy(&sa.sin_addr, he->h_addr_list[0], sizeof(sa.sin_addr));
+    for (int tries = 0; connect(fd, (struct sockaddr*)&sa, sizeof(sa)) != 0; ++tries) {
+        if (tries == 100) {
+            DIE(2, "connect to %s:%d: %s", host, port, strerror(errno));
+        }
+        usleep(100000);
+    }
+    return fd;
+}
+
+static void xfer(int fd, void *buf, size_t len, int out)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t n = out ? write(fd, (char*)buf + done, len - done) : read(fd, (char*)buf + done, len - done);
+        if (n <= 0) {
+            DIE(2, "out-of-band %s failed: %s", out ? "write" : "read", n == 0 ? "peer closed" : strerror(errno));
+        }
+        done += (size_t)n;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int port = 13337, gpu = 0, timeout = 300, opt;
+    const char *peer_host;
+    char why[256];
+
+    while ((opt = getopt(argc, argv, "p:d:t:")) != -1) {
+        switch (opt) {
+        case 'p': port = atoi(optarg); break;
+        case 'd': gpu = atoi(optarg); break;
+        case 't': timeout = atoi(optarg); break;
+        default: DIE(2, "usage: ucp_gpu_check [-p port] [-d gpu] [-t seconds] [server_host]");
+        }
+    }
+    peer_host = (optind < argc) ? argv[optind] : NULL;
+    signal(SIGALRM, on_alarm);
+    alarm((unsigned)timeout);
+    if (!cuda_open(gpu, why, sizeof(why))) {
+        printf("ucp_gpu_check: SKIP: %s\n", why);
+        return SKIP;
+    }
+
+    ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG | UCP_FEATURE_RMA};
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    ucp_context_h ctx;
+    ucp_address_t *addr;
+    size_t addr_len, peer_len;
+    UCS(ucp_init(&up, NULL, &ctx));
+    UCS(ucp_worker_create(ctx, &wp, &g_worker));
+    UCS(ucp_worker_get_address(g_worker, &addr, &addr_len));
+
+    int fd = oob_connect(peer_host, port);
+    uint64_t len64 = addr_len;
+    xfer(fd, &len64, sizeof(len64), 1);
+    xfer(fd, addr, addr_len, 1);
+    xfer(fd, &len64, sizeof(len64), 0);
+    peer_len = (size_t)len64;
+    void *peer = malloc(peer_len);
+    if (peer == NULL) {
+        DIE(2, "out of memory");
+    }
+    xfer(fd, peer, peer_len, 0);
+    ucp_ep_params_t ep_params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS, .address = peer};
+    ucp_ep_h ep;
+    UCS(ucp_ep_create(g_worker, &ep_params, &ep));
+
+    run(ctx, ep, peer_host == NULL);
+
+    /* Both sides are done before either closes its endpoint. */
+    char byte = 0;
+    xfer(fd, &byte, 1, 1);
+    xfer(fd, &byte, 1, 0);
+    ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    wait_req(ucp_ep_close_nbx(ep, &cp));
+    close(fd);
+    free(peer);
+    ucp_worker_release_address(g_worker, addr);
+    ucp_worker_destroy(g_worker);
+    ucp_cleanup(ctx);
+    if (g_errors == 0) {
+        printf("ucp_gpu_check: PASS (%d checks)\n", g_checks);
+        return 0;
+    }
+    printf("ucp_gpu_check: FAIL (%d of %d checks)\n", g_errors, g_checks);
+    return 1;
+}
