@@ -14,7 +14,7 @@
 #   GDX_UCX_CONFIG_DIR       a directory holding the installed build's config.h
 #   GDX_UCT_BUILT_VERSION    the version the load-time guard compares against (GDX_UCT_FAKE_BUILD_VERSION if set)
 #   GDX_UCX_INFO             path of ucx_info
-#   GDX_UCX_LIBS             link targets for libuct and libucs
+#   GDX_UCX_LIBS             link targets for libuct and libucs; GDX_UCP_LIBS adds libucp (test programs)
 
 set(GDX_UCX_SRC_DIR "" CACHE PATH
   "UCX source tree matching the installed UCX (empty: <GDX_UCX_SRC_CACHE>/<dpkg version>/ucx-<version>)")
@@ -30,18 +30,22 @@ macro(gdx_ucx_skip why)
 endmacro()
 
 # ---- the installed UCX: CMake package first, pkg-config as the fallback ---------------------------------
-find_package(ucx CONFIG QUIET)
-if(ucx_FOUND AND TARGET ucx::uct AND TARGET ucx::ucs)
+# GLOBAL: tests/uct links the same targets (libucp for its UCP test programs).
+find_package(ucx CONFIG QUIET GLOBAL)
+if(ucx_FOUND AND TARGET ucx::uct AND TARGET ucx::ucs AND TARGET ucx::ucp)
   set(GDX_UCX_FULL_VERSION "${ucx_VERSION}")
-  set(GDX_UCX_LIBS ucx::uct ucx::ucs)
+  set(GDX_UCX_LIBS ucx::uct ucx::ucs CACHE INTERNAL "")
+  set(GDX_UCP_LIBS ucx::ucp ucx::uct ucx::ucs CACHE INTERNAL "")
   get_target_property(_gdx_ucx_incdir ucx::uct INTERFACE_INCLUDE_DIRECTORIES)
 else()
-  pkg_check_modules(GDX_UCT_PC QUIET IMPORTED_TARGET ucx-uct ucx-ucs)
-  if(NOT GDX_UCT_PC_FOUND)
+  pkg_check_modules(GDX_UCT_PC QUIET IMPORTED_TARGET GLOBAL ucx-uct ucx-ucs)
+  pkg_check_modules(GDX_UCP_PC QUIET IMPORTED_TARGET GLOBAL ucx)
+  if(NOT GDX_UCT_PC_FOUND OR NOT GDX_UCP_PC_FOUND)
     gdx_ucx_skip("UCX not found (neither find_package(ucx CONFIG) nor pkg-config ucx-uct): apt-get install libucx-dev")
   endif()
   set(GDX_UCX_FULL_VERSION "${GDX_UCT_PC_ucx-uct_VERSION}")
-  set(GDX_UCX_LIBS PkgConfig::GDX_UCT_PC)
+  set(GDX_UCX_LIBS PkgConfig::GDX_UCT_PC CACHE INTERNAL "")
+  set(GDX_UCP_LIBS PkgConfig::GDX_UCP_PC PkgConfig::GDX_UCT_PC CACHE INTERNAL "")
   set(_gdx_ucx_incdir "${GDX_UCT_PC_ucx-uct_INCLUDEDIR}")
 endif()
 if(NOT GDX_UCX_FULL_VERSION MATCHES "^[0-9]+\\.[0-9]+\\.[0-9]+")

@@ -2,6 +2,7 @@
  *
  *   server:  gdx-run ucp_gpu_check [-p PORT] [-d GPU] [-t SECONDS]
  *   client:  gdx-run ucp_gpu_check [-p PORT] [-d GPU] [-t SECONDS] SERVER_HOST
+ *   probe:   ucp_gpu_check -c        (exit 0 when a GPU can be used, 77 with the reason when not)
  *
  * For sizes 1 B .. 16 MiB: tag send/recv between device buffers (once with the memory type given to UCP, once
  * left to UCP's detection, i.e. gdx's memory domain), then ucp_put_nbx and ucp_get_nbx between device buffers.
@@ -316,16 +317,17 @@ static void xfer(int fd, void *buf, size_t len, int out)
 
 int main(int argc, char **argv)
 {
-    int port = 13337, gpu = 0, timeout = 300, opt;
+    int port = 13337, gpu = 0, timeout = 300, probe = 0, opt;
     const char *peer_host;
     char why[256];
 
-    while ((opt = getopt(argc, argv, "p:d:t:")) != -1) {
+    while ((opt = getopt(argc, argv, "p:d:t:c")) != -1) {
         switch (opt) {
+        case 'c': probe = 1; break;
         case 'p': port = atoi(optarg); break;
         case 'd': gpu = atoi(optarg); break;
         case 't': timeout = atoi(optarg); break;
-        default: DIE(2, "usage: ucp_gpu_check [-p port] [-d gpu] [-t seconds] [server_host]");
+        default: DIE(2, "usage: ucp_gpu_check [-c] [-p port] [-d gpu] [-t seconds] [server_host]");
         }
     }
     peer_host = (optind < argc) ? argv[optind] : NULL;
@@ -334,6 +336,10 @@ int main(int argc, char **argv)
     if (!cuda_open(gpu, why, sizeof(why))) {
         printf("ucp_gpu_check: SKIP: %s\n", why);
         return SKIP;
+    }
+    if (probe) {
+        printf("ucp_gpu_check: GPU %d usable\n", gpu);
+        return 0;
     }
 
     ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG | UCP_FEATURE_RMA};

@@ -1,0 +1,48 @@
+# Helpers for the tests/uct shell tests (sourced). Every process gets a bounded timeout; results are asserted
+# from exit codes and output, never from timings.
+set -uo pipefail
+
+UCT_TEST_TIMEOUT=${UCT_TEST_TIMEOUT:-120}
+SKIP=77
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIP: $*"; exit "$SKIP"; }
+note() { echo "# $*"; }
+
+# A TCP port nobody listens on right now (released before use: a small race other tests cannot widen much).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Fails unless `ucx_info -d` (with the module preloaded) lists transport $2.
+require_tl() {
+  local module="$1" tl="$2" out
+  out=$(LD_PRELOAD="$module" timeout 60 ucx_info -d 2>&1) || fail "ucx_info -d with $module failed: $out"
+  grep -q "Transport: $tl\$" <<<"$out" || fail "ucx_info -d does not list $tl (is it compiled into gdx?)"
+}
+
+# First device of transport $2 in `ucx_info -d`.
+first_device() {
+  local out
+  out=$(LD_PRELOAD="$1" timeout 60 ucx_info -d 2>/dev/null)
+  awk -v tl="$2" '$0 ~ "Transport: "tl"$" {getline; sub(/.*Device: /, ""); print; exit}' <<<"$out"
+}
+
+# run_pair LOGPREFIX CMD...: CMD as server, then CMD plus 127.0.0.1 as client (ucx_perftest style); both must
+# exit 0 within UCT_TEST_TIMEOUT. Prints both logs on failure.
+run_pair() {
+  local log="$1"; shift
+  local port spid src crc
+  port=$(free_port)
+  timeout "$UCT_TEST_TIMEOUT" "$@" -p "$port" >"$log.server" 2>&1 &
+  spid=$!
+  sleep 0.3
+  # the client retries its connection while the server starts
+  timeout "$UCT_TEST_TIMEOUT" "$@" -p "$port" 127.0.0.1 >"$log.client" 2>&1
+  crc=$?
+  wait "$spid"
+  src=$?
+  if [ "$crc" != 0 ] || [ "$src" != 0 ]; then
+    echo "--- server ($log.server) ---"; tail -40 "$log.server"
+    echo "--- client ($log.client) ---"; tail -40 "$log.client"
+    fail "server exit $src, client exit $crc (124 = timed out)"
+  fi
+}

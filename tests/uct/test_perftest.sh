@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# ucx_perftest between two processes over a gdx transport.
+#   test_perftest.sh MODULE TL uct TEST [ucx_perftest args]   UCT level: -x TL -d <its first device>
+#   test_perftest.sh MODULE TL ucp TEST [ucx_perftest args]   UCP level: UCX_TLS=TL,gdx_aux:aux
+# Passes when both processes exit 0 and the client prints its Final line (ucx_perftest checks completions;
+# UCP tag tests also match every message).
+. "$(dirname "$0")/lib.sh"
+module="$1" tl="$2" level="$3" test="$4"; shift 4
+require_tl "$module" "$tl"
+log="${TMPDIR:-/tmp}/uct-perftest-$tl-$level-$test-$$"
+export LD_PRELOAD="$module"
+if [ "$level" = uct ]; then
+  dev=$(first_device "$module" "$tl")
+  [ -n "$dev" ] || fail "no device for $tl"
+  run_pair "$log" ucx_perftest -t "$test" -x "$tl" -d "$dev" "$@"
+else
+  export UCX_TLS="$tl,gdx_aux:aux" UCX_LOG_LEVEL=info
+  run_pair "$log" ucx_perftest -t "$test" "$@"
+  # UCP must have put its lanes on the gdx transport, not on anything else
+  grep -q "ep_cfg\[[0-9]*\]: .*($tl/" "$log.client" || fail "client: no UCP lane on $tl: $(grep ep_cfg "$log.client")"
+fi
+grep "Final:" "$log.client" || fail "client printed no Final line"
+rm -f "$log.server" "$log.client"
+echo "PASS"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# ucx_info sees libuct_gdx: `ucx_info -d` lists every expected gdx transport (with a device) and gdx_aux,
+# `ucx_info -c` lists the GDX_* settings as UCX_GDX_* plus per-transport UCX_GDX_<TL>_*, and an invalid
+# UCX_GDX_* value is refused with a message naming the variable.
+#   test_ucx_info.sh MODULE TL...
+. "$(dirname "$0")/lib.sh"
+module="$1"; shift
+[ -f "$module" ] || fail "module $module missing"
+
+out=$(LD_PRELOAD="$module" timeout 60 ucx_info -d 2>&1) || fail "ucx_info -d failed: $out"
+for tl in "$@" gdx_aux; do
+  grep -q "Memory domain: $tl\$" <<<"$out" || fail "ucx_info -d lists no memory domain $tl"
+  grep -q "Transport: $tl\$" <<<"$out" || fail "ucx_info -d lists no transport $tl"
+  note "listed: $tl"
+done
+for tl in "$@"; do
+  # connect-to-ep with a padded endpoint address, never to-iface
+  block=$(awk -v tl="$tl" '$0 ~ "Transport: "tl"$" {f=1} f && /error handling/ {print; exit} f' <<<"$out")
+  grep -q "connection: to ep" <<<"$block" || fail "$tl does not connect to ep: $block"
+  grep -q "ep address: 120 bytes" <<<"$block" || fail "$tl ep address is not 120 bytes: $block"
+done
+
+cfg=$(LD_PRELOAD="$module" timeout 60 ucx_info -c 2>&1) || fail "ucx_info -c failed: $cfg"
+for v in UCX_GDX_LOG_LEVEL UCX_GDX_TLS UCX_GDX_CUDA UCX_GDX_TCP_ADDR UCX_GDX_FRAG_SIZE; do
+  grep -q "^$v=" <<<"$cfg" || fail "ucx_info -c does not list $v"
+done
+n=$(grep -c "^UCX_GDX_LOG_LEVEL=" <<<"$cfg")
+[ "$n" = 1 ] || fail "UCX_GDX_LOG_LEVEL listed $n times (expected once)"
+for tl in "$@"; do
+  up=$(tr '[:lower:]' '[:upper:]' <<<"$tl")
+  grep -q "^UCX_${up}_MAX_NUM_EPS=" <<<"$cfg" || fail "ucx_info -c does not list UCX_${up}_MAX_NUM_EPS"
+done
+# The effective default shows GDX_* from the environment.
+cfg=$(GDX_LOG_LEVEL=info LD_PRELOAD="$module" timeout 60 ucx_info -c 2>/dev/null)
+grep -q "^UCX_GDX_LOG_LEVEL=info$" <<<"$cfg" ||
+  fail "UCX_GDX_LOG_LEVEL does not show GDX_LOG_LEVEL=info from the environment"
+
+# A bad value: the MD refuses to open and says which variable, which value, what is accepted.
+bad=$(UCX_GDX_LOG_LEVEL=loud LD_PRELOAD="$module" timeout 60 ucx_info -d 2>&1)
+grep -q "GDX_LOG_LEVEL=loud is invalid" <<<"$bad" || fail "UCX_GDX_LOG_LEVEL=loud not reported: $bad"
+grep -q "Transport: $1\$" <<<"$bad" && fail "$1 still listed with an invalid UCX_GDX_LOG_LEVEL"
+echo "PASS"
