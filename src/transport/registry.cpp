@@ -1,12 +1,14 @@
 // The table of transports compiled into gdx, in preference order. A new transport is one line here (and its
 // folder). Each factory returns a process-lifetime singleton.
 #include "transport/rc/component.h"
+#include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 
 namespace gdx::tp {
 
 namespace {
 Component *const kComponents[] = {
+    tcp_component(),
     rc::component(), // RDMA first: preferred wherever a NIC reaches the peer
 };
 } // namespace

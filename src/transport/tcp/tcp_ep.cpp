@@ -1,0 +1,275 @@
+// The endpoint: argument checks, connection role, back-pressure (pending queue).
+#include "core/error.h"
+#include "transport/tcp/tcp_internal.h"
+
+#include <cinttypes>
+
+namespace gdx::tp::tcp {
+
+TcpEndpoint::TcpEndpoint(TcpIface *iface, uint64_t id) : iface_(iface), id_(id) {}
+
+TcpEndpoint::~TcpEndpoint() {
+    if (iface_ == nullptr) return; // the interface went first and already closed us (orphan())
+    if (conn_) {
+        conn_->detach_endpoint();
+        conn_->close(GDX_ERR_CANCELED, "endpoint destroyed");
+        conn_.reset();
+    }
+    if (pending_head_ != nullptr)
+        GDX_DEBUG("tcp", "endpoint 0x%016" PRIx64 " destroyed with parked requests; they are dropped", id_);
+    iface_->ep_destroyed(this);
+    // Outstanding operations were completed with GDX_ERR_CANCELED: report them now, while their Completion
+    // objects are certainly alive.
+    iface_->deliver_completions();
+}
+
+void TcpEndpoint::orphan() {
+    if (conn_) {
+        conn_->detach_endpoint();
+        conn_->close(GDX_ERR_CANCELED, "interface destroyed before its endpoint");
+        conn_.reset();
+    }
+    if (error_ == GDX_OK) error_ = GDX_ERR_CANCELED;
+    iface_ = nullptr;
+}
+
+std::vector<uint8_t> TcpEndpoint::address() const {
+    if (iface_ == nullptr) return {};
+    TcpAddress a = iface_->listen_address();
+    a.ep_id = id_;
+    std::vector<uint8_t> out(kAddressSize);
+    encode_address(a, out.data());
+    return out;
+}
+
+gdx_status_t TcpEndpoint::connect(std::span<const uint8_t> remote_address) {
+    if (iface_ == nullptr) return GDX_FAIL(GDX_ERR_CANCELED, "tcp", "connect: the interface was destroyed");
+    if (connect_called_) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "connect: endpoint 0x%016" PRIx64 " already connected or connecting", id_);
+    TcpAddress a;
+    std::string why;
+    if (decode_address(remote_address, &a, &why) != GDX_OK)
+        return GDX_FAIL(GDX_ERR_INVALID_ADDR, "tcp", "connect: %s", why.c_str());
+    if (a.iface_id == iface_->id() && a.ep_id == id_)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "connect: endpoint 0x%016" PRIx64 " given its own address", id_);
+    remote_ = a;
+    connect_called_ = true;
+    connect_deadline_ = add_sat(Clock::now(), iface_->conn_timeout());
+    iface_->deadline_hint(connect_deadline_);
+    // Both sides call connect(); exactly one dials. The side with the smaller (interface id, endpoint id)
+    // connects, the other waits for the HELLO that names its endpoint id: no crossed connections to resolve.
+    bool dial = std::make_pair(iface_->id(), id_) < std::make_pair(a.iface_id, a.ep_id);
+    if (dial) {
+        boost::system::error_code ec;
+        asio::ip::address ip;
+        if (a.family == 4) {
+            asio::ip::address_v4::bytes_type b;
+            std::copy_n(a.ip.begin(), 4, b.begin());
+            ip = asio::ip::address_v4(b);
+        } else {
+            asio::ip::address_v6::bytes_type b;
+            std::copy_n(a.ip.begin(), 16, b.begin());
+            ip = asio::ip::address_v6(b);
+        }
+        std::shared_ptr<Conn> c;
+        try {
+            c = std::make_shared<Conn>(iface_);
+        } catch (const std::bad_alloc &) {
+            return GDX_FAIL(GDX_ERR_NO_MEMORY, "tcp", "connect: out of memory for a connection");
+        }
+        gdx_status_t st = c->start_active(this, asio::ip::tcp::endpoint(ip, a.port), a.iface_id, a.ep_id);
+        if (st != GDX_OK) {
+            error_ = st;
+            return st;
+        }
+        conn_ = std::move(c);
+    } else if (std::shared_ptr<Conn> c = iface_->take_unclaimed(id_, a.ep_id)) {
+        if (c->hello_src_iface() != a.iface_id) {
+            c->close(GDX_ERR_PROTOCOL, "HELLO came from an interface other than the one in the peer's address");
+        } else {
+            c->claim(this);
+        }
+    }
+    GDX_DEBUG("tcp", "endpoint 0x%016" PRIx64 " %s %s:%u endpoint 0x%016" PRIx64, id_,
+              dial ? "dials" : "waits for", a.ip_text().c_str(), a.port, a.ep_id);
+    return state();
+}
+
+gdx_status_t TcpEndpoint::state() const {
+    if (error_ != GDX_OK) return error_;
+    if (conn_ && conn_->state() == Conn::State::Up) return GDX_OK;
+    return GDX_INPROGRESS;
+}
+
+void TcpEndpoint::on_up() {
+    connect_deadline_ = Clock::time_point::max();
+    if (pending_head_ != nullptr) iface_->pending_changed(true);
+}
+
+void TcpEndpoint::on_closed(gdx_status_t st) {
+    if (error_ == GDX_OK) error_ = st;
+    connect_deadline_ = Clock::time_point::max();
+    // Parked requests run once more so their owners learn the error from the calls they make.
+    if (pending_head_ != nullptr && iface_ != nullptr) iface_->pending_changed(true);
+}
+
+void TcpEndpoint::room_freed() {
+    if (pending_head_ != nullptr && iface_ != nullptr) iface_->pending_changed(true);
+}
+
+gdx_status_t TcpEndpoint::ready_for_op(const char *what) {
+    if (error_ != GDX_OK) {
+        // The failure itself was logged once when the connection closed; repeat it only at debug level.
+        GDX_DEBUG("tcp", "%s on endpoint 0x%016" PRIx64 ": connection failed earlier: %s", what, id_,
+                  gdx_status_string(error_));
+        return error_;
+    }
+    if (!conn_ || conn_->state() != Conn::State::Up) return GDX_ERR_NO_RESOURCE; // still connecting
+    return GDX_OK;
+}
+
+gdx_status_t TcpEndpoint::check_local(const char *what, const void *buf, size_t len, const MemHandle *memh,
+                                      unsigned need) {
+    if (buf == nullptr && len > 0) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: null buffer of %zu bytes", what, len);
+    if (len > kMaxBulk)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s of %zu bytes exceeds the tcp limit of %" PRIu64, what, len,
+                        kMaxBulk);
+    if (memh == nullptr) return GDX_OK; // host memory needs no local registration with tcp
+    if (dynamic_cast<const TcpMemHandle *>(memh) == nullptr)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: memory handle registered with another transport", what);
+    uintptr_t b = reinterpret_cast<uintptr_t>(buf), base = reinterpret_cast<uintptr_t>(memh->addr());
+    if (!wire::range_inside(b, len, base, memh->length()))
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: buffer %p+%zu lies outside its registration %p+%zu", what,
+                        buf, len, memh->addr(), memh->length());
+    if ((memh->access() & need) != need)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: buffer registered without %s access", what,
+                        need == kAccessLocalRead ? "local-read" : "local-write");
+    if (!memh->direct(b - base, len))
+        return GDX_FAIL(GDX_ERR_UNSUPPORTED, "tcp", "%s: %s memory is not reachable by tcp (host memory only); stage it",
+                        what, mem::type_name(memh->info().type));
+    return GDX_OK;
+}
+
+gdx_status_t TcpEndpoint::check_remote(const char *what, uint64_t addr, size_t len, const RemoteKey &rkey,
+                                       unsigned need, uint64_t *key_id) {
+    const auto *k = dynamic_cast<const TcpRemoteKey *>(&rkey);
+    if (k == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: remote key unpacked by another transport", what);
+    // Refused here without a round trip when the key itself says no; the target checks again against its
+    // own record, which is what protects it (a forged key passes this check and fails there).
+    if ((k->access() & need) != need)
+        return fail(GDX_ERR_ACCESS_DENIED, log::Level::Warn, "tcp", "%s refused: key 0x%016" PRIx64 " grants no remote %s",
+                    what, k->key_id(), need == kAccessRemoteWrite ? "write" : "read");
+    if (!wire::range_inside(addr, len, k->base(), k->length()))
+        return fail(GDX_ERR_ACCESS_DENIED, log::Level::Warn, "tcp",
+                    "%s refused: 0x%" PRIx64 "+%zu lies outside key 0x%016" PRIx64 " (0x%" PRIx64 "+%" PRIu64 ")", what,
+                    addr, len, k->key_id(), k->base(), k->length());
+    *key_id = k->key_id();
+    return GDX_OK;
+}
+
+gdx_status_t TcpEndpoint::put(const void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr,
+                              const RemoteKey &rkey, Completion *comp) {
+    uint64_t key = 0;
+    gdx_status_t st = check_local("put", buf, len, lmemh, kAccessLocalRead);
+    if (st == GDX_OK) st = check_remote("put", remote_addr, len, rkey, kAccessRemoteWrite, &key);
+    if (st == GDX_OK) st = ready_for_op("put");
+    if (st != GDX_OK) return st;
+    return conn_->post_put(static_cast<const uint8_t *>(buf), len, key, remote_addr, comp);
+}
+
+gdx_status_t TcpEndpoint::get(void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr,
+                              const RemoteKey &rkey, Completion *comp) {
+    uint64_t key = 0;
+    gdx_status_t st = check_local("get", buf, len, lmemh, kAccessLocalWrite);
+    if (st == GDX_OK) st = check_remote("get", remote_addr, len, rkey, kAccessRemoteRead, &key);
+    if (st == GDX_OK) st = ready_for_op("get");
+    if (st != GDX_OK) return st;
+    return conn_->post_get(static_cast<uint8_t *>(buf), len, key, remote_addr, comp);
+}
+
+namespace {
+gdx_status_t check_am(const char *what, uint8_t id, const void *data, size_t len, size_t max) {
+    if (id >= kMaxAmId) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: AM id %u out of range (< %u)", what, id, kMaxAmId);
+    if (data == nullptr && len > 0) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: null data of %zu bytes", what, len);
+    if (len > max) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s of %zu bytes exceeds %zu", what, len, max);
+    return GDX_OK;
+}
+} // namespace
+
+gdx_status_t TcpEndpoint::am_short(uint8_t id, const void *data, size_t len) {
+    gdx_status_t st = check_am("am_short", id, data, len, kMaxAmShort);
+    if (st == GDX_OK) st = ready_for_op("am_short");
+    if (st != GDX_OK) return st;
+    return conn_->post_am(id, data, len, nullptr, 0, false, nullptr);
+}
+
+gdx_status_t TcpEndpoint::am_bcopy(uint8_t id, const void *data, size_t len) {
+    gdx_status_t st = check_am("am_bcopy", id, data, len, kMaxAmBcopy);
+    if (st == GDX_OK) st = ready_for_op("am_bcopy");
+    if (st != GDX_OK) return st;
+    return conn_->post_am(id, nullptr, 0, data, len, true, nullptr);
+}
+
+gdx_status_t TcpEndpoint::am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
+                                   const MemHandle *memh, Completion *comp) {
+    gdx_status_t st = check_am("am_zcopy header", id, header, header_len, kMaxAmShort);
+    if (st == GDX_OK) st = check_am("am_zcopy", id, payload, len, kMaxAmZcopy - header_len);
+    if (st == GDX_OK) st = check_local("am_zcopy", payload, len, memh, kAccessLocalRead);
+    if (st == GDX_OK) st = ready_for_op("am_zcopy");
+    if (st != GDX_OK) return st;
+    return conn_->post_am(id, header, header_len, payload, len, false, comp);
+}
+
+gdx_status_t TcpEndpoint::flush(Completion *comp) {
+    if (error_ != GDX_OK) return ready_for_op("flush");
+    if (!conn_) return GDX_OK; // nothing was ever issued: operations need a connection
+    if (conn_->state() != Conn::State::Up) return GDX_ERR_NO_RESOURCE;
+    bool done_now = false;
+    gdx_status_t st = conn_->post_flush(comp, &done_now);
+    return done_now ? GDX_OK : st;
+}
+
+// One TCP stream per endpoint, and the target performs messages in arrival order: an operation issued
+// after another is performed after it. Nothing to wait for.
+gdx_status_t TcpEndpoint::fence() { return error_ != GDX_OK ? ready_for_op("fence") : GDX_OK; }
+
+gdx_status_t TcpEndpoint::pending_add(PendingRequest *req) {
+    if (req == nullptr || req->func == nullptr)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "pending_add: null request or request without func");
+    if (iface_ == nullptr || error_ != GDX_OK) return ready_for_op("pending_add");
+    if (pending_head_ == nullptr && conn_ && conn_->has_room()) return GDX_ERR_BUSY; // retry yourself
+    req->next = nullptr;
+    if (pending_tail_ != nullptr)
+        pending_tail_->next = req;
+    else
+        pending_head_ = req;
+    pending_tail_ = req;
+    return GDX_OK;
+}
+
+bool TcpEndpoint::pending_runnable() const {
+    return pending_head_ != nullptr && (error_ != GDX_OK || (conn_ && conn_->has_room()));
+}
+
+unsigned TcpEndpoint::dispatch_pending() {
+    if (dispatching_) return 0; // a request's func ended up here again
+    dispatching_ = true;
+    unsigned n = 0;
+    while (pending_runnable()) {
+        PendingRequest *req = pending_head_;
+        pending_head_ = req->next;
+        if (pending_head_ == nullptr) pending_tail_ = nullptr;
+        req->next = nullptr;
+        gdx_status_t st = req->func(req);
+        ++n;
+        if (st == GDX_ERR_NO_RESOURCE) { // keep it first in line
+            req->next = pending_head_;
+            pending_head_ = req;
+            if (pending_tail_ == nullptr) pending_tail_ = req;
+            break;
+        }
+    }
+    dispatching_ = false;
+    return n;
+}
+
+} // namespace gdx::tp::tcp
