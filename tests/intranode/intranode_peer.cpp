@@ -15,6 +15,8 @@
 //   slots_accept <device>                 -> ok <gpu_registered> | err <status>
 //   slots_consume <n> <seed>              -> ok | bad <k> <index>
 //   slots_produce <nslots> <size> <n> <seed> <device> -> ok | err <status>
+//   slots_to_gpu <name> <n>               -> ok | err <status>   (each filled slot -> buffer at offset = tag)
+//   am4stat                               -> am4 <count> <bad>  (AM id 4 = {len, seed}: checks buffer "r" on arrival)
 //   exit                                  -> bye
 #include "common.h"
 #include "transport/shm/shared_slots.h"
@@ -72,6 +74,21 @@ void am_count(void *, tp::Endpoint *, const void *data, size_t len) {
         std::memcpy(&seed, data, 8);
         if (check_pattern(static_cast<const uint8_t *>(data) + 8, len - 8, seed) >= 0) ++g_am3_bad;
     }
+}
+
+uint64_t g_am4_count = 0, g_am4_bad = 0;
+
+// AM id 4 follows a put into buffer "r": the bytes must be there when the handler runs (ordering check).
+void am_check(void *, tp::Endpoint *, const void *data, size_t len) {
+    ++g_am4_count;
+    uint64_t w[2] = {0, 0};
+    auto it = g_bufs.find("r");
+    if (len < sizeof(w) || it == g_bufs.end()) {
+        ++g_am4_bad;
+        return;
+    }
+    std::memcpy(w, data, sizeof(w));
+    if (it->second.mem->check(0, w[0], w[1], 0) >= 0) ++g_am4_bad;
 }
 
 std::string st_text(gdx_status_t st) { return std::to_string(static_cast<int>(st)); }
@@ -145,6 +162,24 @@ std::string slots_cmd(const std::vector<std::string> &w) {
             return st != GDX_ERR_NO_RESOURCE;
         }, deadline);
         return st == GDX_OK ? "ok " + std::to_string(g_slots->gpu_registered() ? 1 : 0) : "err " + st_text(st);
+    }
+    if (w[0] == "slots_to_gpu") {
+        auto it = g_bufs.find(w[1]);
+        if (it == g_bufs.end() || !g_slots) return "err no-buffer-or-slots";
+        int n = std::stoi(w[2]);
+        for (int k = 0; k < n; ++k) {
+            tp::shm::SlotInfo si;
+            gdx_status_t st = GDX_ERR_NO_RESOURCE;
+            progress_until(*g_tp.iface, [&] { return (st = g_slots->poll(&si)) != GDX_ERR_NO_RESOURCE; }, deadline);
+            if (st != GDX_OK) return "err " + st_text(st);
+            // Host (registered, shared) -> GPU: the consumer's half of a staged move.
+            if ((st = it->second.mem->write(si.tag, g_slots->slot(si.slot), si.len)) != GDX_OK)
+                return "err " + st_text(st);
+            progress_until(*g_tp.iface, [&] { return (st = g_slots->release(si.slot)) != GDX_ERR_NO_RESOURCE; },
+                           deadline);
+            if (st != GDX_OK) return "err " + st_text(st);
+        }
+        return "ok";
     }
     if (w[0] == "slots_consume") {
         int n = std::stoi(w[1]);
@@ -242,6 +277,7 @@ std::string handle(const std::string &line) {
     if (c == "amstat")
         return "am " + std::to_string(g_am3_count) + " " + std::to_string(g_am3_bytes) + " " +
                std::to_string(g_am3_bad);
+    if (c == "am4stat") return "am4 " + std::to_string(g_am4_count) + " " + std::to_string(g_am4_bad);
     if (c == "pause") {
         std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(w[1])));
         return "ok";
@@ -277,6 +313,7 @@ int main(int argc, char **argv) {
     }
     g_tp.iface->set_am_handler(1, am_echo, nullptr);
     g_tp.iface->set_am_handler(3, am_count, nullptr);
+    g_tp.iface->set_am_handler(4, am_check, nullptr);
     reply("addr " + to_hex(g_ep->address()));
     std::string buf;
     unsigned idle = 0, iter = 0;

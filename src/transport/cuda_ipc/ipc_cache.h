@@ -1,0 +1,73 @@
+// The importer's cache of peer GPU allocations mapped into this process, keyed by (exporter interface, buffer
+// id). The buffer id changes whenever the exporter frees an allocation and gets the same address again, so a
+// new allocation never hits an old mapping; the old one is closed (once no copy uses it) as soon as a key shows
+// that its range was reused, when the exporter revokes it, when the exporter goes away, or when the cache is
+// over capacity (least recently used first). Nothing is ever opened twice, so no "already mapped" errors.
+#pragma once
+
+#if GDX_HAVE_CUDA_H
+#include "transport/cuda_ipc/ipc_key.h"
+
+#include <cuda.h>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+
+namespace gdx::tp::cuda_ipc {
+
+struct Mapping {
+    enum class State : uint8_t { WaitFd, Ready, Failed };
+    uint64_t exporter = 0, buffer_id = 0;
+    ExportKind kind = ExportKind::None;
+    uint64_t alloc_base = 0, alloc_size = 0;
+    uint64_t token = 0, pool_id = 0;
+    uint8_t handle[kHandleSize] = {};
+    uint8_t *ptr = nullptr; // where the exporter's alloc_base is mapped here
+    State state = State::WaitFd;
+    gdx_status_t error = GDX_OK;
+    uint32_t inflight = 0; // copies using it: it is closed only at 0
+    bool stale = false;
+    uint64_t last_use = 0;
+};
+
+class ImportCache {
+  public:
+    ImportCache(int device, size_t capacity) : device_(device), capacity_(capacity ? capacity : 1) {}
+    ~ImportCache(); // closes every mapping; the owner synchronized its streams first
+    ImportCache(const ImportCache &) = delete;
+    ImportCache &operator=(const ImportCache &) = delete;
+
+    // The mapping for key `k`. GDX_OK: *m is ready. GDX_ERR_NO_RESOURCE: waiting for the exporter's descriptor
+    // (*need_fd is set the first time: the caller asks for it, quoting k.token) or for a stale mapping of the
+    // same range to drain. Errors: revoked key (GDX_ERR_ACCESS_DENIED), driver failures (GDX_ERR_DRIVER).
+    gdx_status_t acquire(const PackedKey &k, Mapping **m, bool *need_fd);
+    // The exporter's answer to a descriptor request; `fd` (-1 on error) is consumed.
+    void on_fd(uint64_t exporter, uint64_t token, gdx_status_t status, int fd);
+    void revoke(uint64_t exporter, uint64_t buffer_id);
+    void exporter_gone(uint64_t exporter);
+    // Closes stale mappings nobody uses and trims to capacity.
+    void collect();
+    bool waiting() const;
+    size_t size() const { return map_.size(); }
+
+  private:
+    using Key = std::pair<uint64_t, uint64_t>;
+    gdx_status_t open_legacy(Mapping &m);
+    gdx_status_t open_vmm(Mapping &m, int fd);
+    gdx_status_t open_pool_ptr(Mapping &m, CUmemoryPool pool);
+    void close(Mapping &m);
+    bool drop_overlapping(const PackedKey &k); // true when every overlapping stale mapping could be closed
+
+    int device_;
+    size_t capacity_;
+    uint64_t clock_ = 0;
+    std::map<Key, std::unique_ptr<Mapping>> map_;
+    std::map<Key, CUmemoryPool> pools_; // (exporter, pool id) -> imported pool
+    std::set<Key> revoked_;
+    std::deque<Key> revoked_order_; // bounded memory of revocations
+};
+
+} // namespace gdx::tp::cuda_ipc
+#endif

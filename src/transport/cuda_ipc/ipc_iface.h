@@ -1,0 +1,87 @@
+// cuda_ipc: GPU memory between processes of one host. The exporter's registration packs an IPC handle (legacy
+// cuIpcGetMemHandle, or a POSIX fd for VMM and exportable pools, passed over the control socket on request);
+// the importer maps it once (ImportCache) and moves bytes with cuMemcpyAsync on its own non-blocking streams:
+// put = the importer writes the exporter's memory, get = it reads it. Control, active messages and revocations
+// ride on the shm channel layer (src/transport/shm/channel.h). README.md has the design.
+#pragma once
+
+#include "core/config.h"
+#include "transport/cuda_ipc/ipc_key.h"
+#include "transport/transport.h"
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace gdx::tp::cuda_ipc {
+
+// What the exporter side of an interface has handed out: descriptors peers may ask for, and registrations whose
+// revocation must be announced. Shared by the interface and its memory handles (which may be destroyed later).
+struct ExportState {
+    struct Export {
+        int fd = -1;
+        uint64_t buffer_id = 0;
+        ExportKind kind = ExportKind::None;
+    };
+    std::mutex mutex;
+    std::unordered_map<uint64_t, Export> by_token;
+    std::unordered_map<uint64_t, unsigned> live; // buffer id -> registrations with remote rights
+    std::vector<uint64_t> to_revoke;             // buffer ids to announce at the next progress()
+    ~ExportState();
+};
+
+class IpcMemHandle final : public MemHandle {
+  public:
+    IpcMemHandle(void *addr, size_t len, const mem::MemInfo &info, unsigned access, std::shared_ptr<ExportState> s)
+        : MemHandle(addr, len, info, access), state_(std::move(s)) {}
+    ~IpcMemHandle() override;
+    gdx_status_t pack_rkey(std::span<uint8_t> out) const override;
+
+  private:
+    friend class IpcMd;
+    std::shared_ptr<ExportState> state_;
+    PackedKey key_;
+    bool exported_ = false;
+};
+
+class IpcRemoteKey final : public RemoteKey {
+  public:
+    explicit IpcRemoteKey(const PackedKey &k) : key_(k) {
+        base_ = k.reg_base;
+        length_ = k.reg_len;
+        access_ = k.access;
+    }
+    const PackedKey &key() const { return key_; }
+
+  private:
+    PackedKey key_;
+};
+
+class IpcMd final : public MemoryDomain {
+  public:
+    IpcMd(int device, uint64_t nonce, Ternary p2p, std::shared_ptr<ExportState> s)
+        : device_(device), nonce_(nonce), p2p_(p2p), state_(std::move(s)) {}
+    std::string_view name() const override { return "cuda_ipc"; }
+    gdx_status_t mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
+                         std::unique_ptr<MemHandle> *out) override;
+    size_t rkey_packed_size() const override { return kKeySize; }
+    gdx_status_t rkey_unpack(std::span<const uint8_t> packed, std::unique_ptr<RemoteKey> *out) override;
+
+  private:
+    // Fills key->kind/handle/token for the allocation behind `info`; GDX_OK with kind None and *why when it
+    // cannot be exported (then the chunk is Reach::None).
+    gdx_status_t export_allocation(const mem::MemInfo &info, PackedKey *key, int *fd, std::string *why);
+    int device_;
+    uint64_t nonce_;
+    Ternary p2p_;
+    std::shared_ptr<ExportState> state_;
+};
+
+// Process-wide: the export state of every open cuda_ipc interface, by nonce, for keys used inside their own
+// process (CUDA cannot IPC-open a handle in the process that exported it; the pointer is used directly).
+std::shared_ptr<ExportState> local_exporter(uint64_t nonce);
+
+Component *cuda_ipc_component();
+
+} // namespace gdx::tp::cuda_ipc

@@ -1,0 +1,178 @@
+// cuda_ipc endpoint and interface (internal: the public face is ipc_iface.h and transport.h).
+#pragma once
+
+#if GDX_HAVE_CUDA_H
+#include "transport/cuda_ipc/ipc_cache.h"
+#include "transport/cuda_ipc/ipc_iface.h"
+#include "transport/shm/hub.h"
+
+#include <cuda.h>
+#include <deque>
+
+namespace gdx::tp::cuda_ipc {
+
+class CudaIpcIface;
+
+inline constexpr uint8_t kRecAm = shm::kRecOwnerFirst;         // id = AM id; body = header + payload
+inline constexpr uint8_t kRecRevoke = shm::kRecOwnerFirst + 1; // RevokeBody: a registration was deregistered
+inline constexpr uint16_t kCtrlFdReq = shm::kCtrlOwnerFirst;     // FdReq: importer asks for a descriptor
+inline constexpr uint16_t kCtrlFdRep = shm::kCtrlOwnerFirst + 1; // FdRep (+ the fd when status is GDX_OK)
+struct FdReq {
+    uint64_t token, buffer_id;
+};
+struct FdRep {
+    uint64_t token;
+    int32_t status;
+    uint32_t reserved;
+};
+struct RevokeBody {
+    uint64_t buffer_id;
+};
+inline constexpr size_t kBusIdLen = 16;
+inline constexpr size_t kAddrExtra = kBusIdLen + 8; // PCI bus id (NUL padded), device ordinal, reserved
+
+class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
+  public:
+    explicit CudaIpcEp(CudaIpcIface *iface);
+    ~CudaIpcEp() override;
+
+    std::vector<uint8_t> address() const override;
+    gdx_status_t connect(std::span<const uint8_t> remote_address) override;
+    gdx_status_t state() const override { return ch_.status(); }
+    gdx_status_t put(const void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr,
+                     const RemoteKey &rkey, Completion *comp) override;
+    gdx_status_t get(void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr, const RemoteKey &rkey,
+                     Completion *comp) override;
+    gdx_status_t am_short(uint8_t id, const void *data, size_t len) override;
+    gdx_status_t am_bcopy(uint8_t id, const void *data, size_t len) override;
+    gdx_status_t am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
+                          const MemHandle *memh, Completion *comp) override;
+    gdx_status_t flush(Completion *comp) override;
+    gdx_status_t fence() override;
+    gdx_status_t pending_add(PendingRequest *req) override;
+
+    unsigned progress();
+    bool has_work() const;
+    void on_copy_done(uint64_t op_id, gdx_status_t st); // from the interface's stream scan
+    void queue_revoke(uint64_t buffer_id);
+    shm::Channel &channel() { return ch_; }
+    size_t outstanding() const { return active_; }
+
+    bool on_record(const shm::RecHdr &hdr, const uint8_t *rec) override;
+    void on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *fds, size_t nfds) override;
+    void on_failed(gdx_status_t status) override;
+
+  private:
+    struct Op {
+        Completion *comp = nullptr;
+        uint64_t seq = 0;
+        uint32_t gen = 0;
+        bool active = false;
+        gdx_status_t status = GDX_OK;
+    };
+    struct DeferredAm { // an AM issued while earlier put/get were still copying: sent after them (ordering)
+        uint8_t id;
+        std::vector<uint8_t> bytes;
+        uint64_t after_seq;
+    };
+    gdx_status_t rma(bool put, uint8_t *local, size_t len, uint64_t raddr, const RemoteKey &rkey, Completion *comp);
+    gdx_status_t resolve(const PackedKey &k, uint64_t raddr, size_t len, uint8_t **remote, Mapping **map);
+    gdx_status_t ready_for_op();
+    void complete_op(Op &op, gdx_status_t st);
+    void check_flushes();
+    uint64_t oldest_active() const;
+    bool push_am(uint8_t id, const void *h, size_t hl, const void *p, size_t pl);
+    void drain();
+
+    CudaIpcIface *iface_;
+    shm::Channel ch_;
+    int peer_dev_ = -1;    // the peer's GPU in our numbering (-1: not visible here)
+    bool p2p_ok_ = false;  // our copy engines may reach the peer's GPU memory
+    std::string p2p_why_;
+    std::vector<Op> ops_;
+    std::vector<uint32_t> free_ops_;
+    size_t active_ = 0;
+    uint64_t next_seq_ = 1;
+    bool fence_ = false;
+    std::vector<std::pair<uint64_t, Completion *>> flushes_;
+    std::deque<DeferredAm> deferred_;
+    size_t deferred_bytes_ = 0;
+    std::deque<uint64_t> revokes_;
+    PendingRequest *pending_head_ = nullptr, *pending_tail_ = nullptr;
+};
+
+class CudaIpcIface final : public Interface {
+  public:
+    static gdx_status_t create(const Config &cfg, int device, std::unique_ptr<Interface> *out);
+    ~CudaIpcIface() override;
+
+    std::string_view transport_name() const override { return "cuda_ipc"; }
+    std::string_view device_name() const override { return name_; }
+    const Capabilities &caps() const override { return caps_; }
+    MemoryDomain &md() override { return *md_; }
+    gdx_status_t ep_create(std::unique_ptr<Endpoint> *out) override;
+    gdx_status_t set_am_handler(uint8_t id, AmHandler fn, void *arg) override;
+    unsigned progress() override;
+    int wakeup_fd() const override { return hub_->wakeup_fd(); }
+    gdx_status_t arm_wakeup() override;
+
+    // Data path: copies on one of our streams and a completion marker after it; GDX_OK = queued.
+    gdx_status_t submit_copy(void *dst, const void *src, size_t len, CudaIpcEp *ep, uint64_t op_id, Mapping *map);
+    void sync_streams();
+    unsigned poll_streams();
+    void forget(CudaIpcEp *ep);
+
+    shm::Hub &hub() { return *hub_; }
+    ImportCache &cache() { return *cache_; }
+    ExportState &exports() { return *exports_; }
+    int device() const { return device_; }
+    const std::string &bus_id() const { return bus_id_; }
+    Ternary p2p() const { return p2p_; }
+    void add_ep(CudaIpcEp *ep) { eps_.push_back(ep); }
+    void remove_ep(CudaIpcEp *ep);
+    void deliver_am(CudaIpcEp *ep, uint8_t id, const void *data, size_t len);
+
+  private:
+    CudaIpcIface() = default;
+    struct Marker {
+        CudaIpcEp *ep;
+        uint64_t op_id;
+        Mapping *map;
+        uint32_t seq;
+        CUevent ev;
+    };
+    struct Stream {
+        CUstream s = nullptr;
+        volatile uint32_t *flag = nullptr; // written by the GPU after each copy (cuStreamWriteValue32)
+        CUdeviceptr flag_dev = 0;
+        uint32_t issued = 0;
+        std::deque<Marker> fifo;
+        std::vector<CUevent> spare;
+        int64_t next_check_ns = 0;
+    };
+    void finish(Stream &s, gdx_status_t st);
+
+    std::unique_ptr<shm::Hub> hub_;
+    std::unique_ptr<IpcMd> md_;
+    std::shared_ptr<ExportState> exports_;
+    std::unique_ptr<ImportCache> cache_;
+    Capabilities caps_;
+    std::string name_, bus_id_;
+    int device_ = -1;
+    Ternary p2p_ = Ternary::Try;
+    std::vector<Stream> streams_;
+    unsigned rr_ = 0;
+    bool use_flags_ = false;
+    void *flags_host_ = nullptr;
+    struct Handler {
+        AmHandler fn = nullptr;
+        void *arg = nullptr;
+    } handlers_[kMaxAmId];
+    std::vector<CudaIpcEp *> eps_;
+};
+
+// Enables peer access from `from`'s context to `to`'s memory, once per pair and process.
+gdx_status_t enable_peer_access(int from, int to, std::string *why);
+
+} // namespace gdx::tp::cuda_ipc
+#endif

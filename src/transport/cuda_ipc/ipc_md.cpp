@@ -1,0 +1,251 @@
+// cuda_ipc memory domain: decides reach per chunk and, for remote rights, exports the allocation (legacy IPC
+// handle, VMM or pool POSIX fd) into a remote key.
+#include "transport/cuda_ipc/ipc_iface.h"
+
+#include "core/error.h"
+#include "memtype/cuda_driver.h"
+#include "transport/rkey_table.h"
+
+#include <cstring>
+#include <map>
+#include <unistd.h>
+
+namespace gdx::tp::cuda_ipc {
+
+namespace {
+constexpr const char *kComp = "cuda_ipc";
+std::mutex g_local_mutex;
+std::map<uint64_t, std::weak_ptr<ExportState>> g_local;
+} // namespace
+
+void register_local_exporter(uint64_t nonce, const std::shared_ptr<ExportState> &s) {
+    std::lock_guard<std::mutex> g(g_local_mutex);
+    for (auto it = g_local.begin(); it != g_local.end();) // drop closed interfaces
+        it = it->second.expired() ? g_local.erase(it) : std::next(it);
+    g_local[nonce] = s;
+}
+
+std::shared_ptr<ExportState> local_exporter(uint64_t nonce) {
+    std::lock_guard<std::mutex> g(g_local_mutex);
+    auto it = g_local.find(nonce);
+    return it == g_local.end() ? nullptr : it->second.lock();
+}
+
+ExportState::~ExportState() {
+    for (auto &e : by_token)
+        if (e.second.fd >= 0) close(e.second.fd);
+}
+
+IpcMemHandle::~IpcMemHandle() {
+    if (!exported_) return;
+    std::lock_guard<std::mutex> g(state_->mutex);
+    auto t = state_->by_token.find(key_.token);
+    if (t != state_->by_token.end()) {
+        if (t->second.fd >= 0) close(t->second.fd);
+        state_->by_token.erase(t);
+    }
+    auto l = state_->live.find(key_.buffer_id);
+    if (l != state_->live.end() && --l->second == 0) {
+        state_->live.erase(l);
+        state_->to_revoke.push_back(key_.buffer_id); // importers close their mapping at the next progress()
+    }
+}
+
+gdx_status_t IpcMemHandle::pack_rkey(std::span<uint8_t> out) const {
+    if (out.size() < kKeySize)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "pack_rkey: %zu-byte buffer, need %zu", out.size(), kKeySize);
+    encode_key(key_, out.data());
+    return GDX_OK;
+}
+
+gdx_status_t IpcMd::rkey_unpack(std::span<const uint8_t> packed, std::unique_ptr<RemoteKey> *out) {
+    PackedKey k;
+    std::string why;
+    if (decode_key(packed, &k, &why) != GDX_OK)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "rkey_unpack: %s", why.c_str());
+    *out = std::make_unique<IpcRemoteKey>(k);
+    return GDX_OK;
+}
+
+#if GDX_HAVE_CUDA_H
+
+gdx_status_t IpcMd::export_allocation(const mem::MemInfo &info, PackedKey *key, int *fd, std::string *why) {
+    const cuda::DriverApi *api = cuda::driver();
+    *fd = -1;
+    if (api == nullptr) {
+        *why = cuda::why_unavailable();
+        return GDX_OK;
+    }
+    cuda::DeviceScope scope(info.device);
+    if (!scope.ok()) {
+        *why = "binding GPU " + std::to_string(info.device) + ": " + cuda::error_text(scope.status());
+        return GDX_OK;
+    }
+    void *base = reinterpret_cast<void *>(info.base);
+    CUresult r = CUDA_SUCCESS;
+    switch (info.type) {
+    case mem::MemType::CudaDevice: {
+        CUipcMemHandle h;
+        r = api->cuIpcGetMemHandle(&h, static_cast<CUdeviceptr>(info.base));
+        if (r != CUDA_SUCCESS) {
+            *why = "cuIpcGetMemHandle: " + cuda::error_text(r);
+            return GDX_OK;
+        }
+        static_assert(sizeof(h) <= kHandleSize);
+        std::memcpy(key->handle, &h, sizeof(h));
+        key->kind = ExportKind::Legacy;
+        return GDX_OK;
+    }
+    case mem::MemType::CudaVmm: {
+        if (!(info.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+            *why = "VMM allocation created without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: not exportable";
+            return GDX_OK;
+        }
+        CUmemGenericAllocationHandle h;
+        if ((r = api->cuMemRetainAllocationHandle(&h, base)) != CUDA_SUCCESS) {
+            *why = "cuMemRetainAllocationHandle: " + cuda::error_text(r);
+            return GDX_OK;
+        }
+        int f = -1;
+        r = api->cuMemExportToShareableHandle(&f, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        api->cuMemRelease(h); // drops the reference cuMemRetainAllocationHandle took
+        if (r != CUDA_SUCCESS) {
+            *why = "cuMemExportToShareableHandle(POSIX fd): " + cuda::error_text(r);
+            return GDX_OK;
+        }
+        *fd = f;
+        key->kind = ExportKind::Vmm;
+        return GDX_OK;
+    }
+    case mem::MemType::CudaPool: {
+        CUmemoryPool pool = nullptr;
+        r = api->cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, static_cast<CUdeviceptr>(info.base));
+        if (r != CUDA_SUCCESS || pool == nullptr) {
+            *why = "no memory pool behind a stream-ordered allocation (" + cuda::error_text(r) + ")";
+            return GDX_OK;
+        }
+        int f = -1;
+        r = api->cuMemPoolExportToShareableHandle(&f, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        if (r != CUDA_SUCCESS) {
+            *why = "pool not exportable (created without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; the default pool "
+                   "never is): " + cuda::error_text(r);
+            return GDX_OK;
+        }
+        CUmemPoolPtrExportData d;
+        if ((r = api->cuMemPoolExportPointer(&d, static_cast<CUdeviceptr>(info.base))) != CUDA_SUCCESS) {
+            close(f);
+            *why = "cuMemPoolExportPointer: " + cuda::error_text(r);
+            return GDX_OK;
+        }
+        static_assert(sizeof(d) <= kHandleSize);
+        std::memcpy(key->handle, &d, sizeof(d));
+        key->pool_id = reinterpret_cast<uintptr_t>(pool);
+        *fd = f;
+        key->kind = ExportKind::Pool;
+        return GDX_OK;
+    }
+    case mem::MemType::CudaManaged:
+        *why = "managed memory cannot be exported with CUDA IPC";
+        return GDX_OK;
+    case mem::MemType::CudaIpcImported:
+        *why = "memory imported from another process cannot be exported again";
+        return GDX_OK;
+    default:
+        *why = std::string(mem::type_name(info.type)) + ": not GPU memory (host memory goes through shm)";
+        return GDX_OK;
+    }
+}
+
+gdx_status_t IpcMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
+                            std::unique_ptr<MemHandle> *out) {
+    uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+    if (out == nullptr || addr == nullptr || len == 0 || a + len < a)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg(%p, %zu): null address, zero length or wrap", addr,
+                        len);
+    if ((access & ~static_cast<unsigned>(kAccessAll)) != 0 || access == 0)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg: access bits 0x%x", access);
+    auto h = std::make_unique<IpcMemHandle>(addr, len, info, access, state_);
+    // The part inside the allocation memtype found; anything past its end is a second, unreachable chunk.
+    size_t inside = len;
+    if (info.size != 0 && a >= info.base && a - info.base < info.size) inside = std::min(len, info.size - (a - info.base));
+    ChunkReg c{0, inside, Reach::None, ""};
+    unsigned remote = access & (kAccessRemoteRead | kAccessRemoteWrite);
+    bool gpu = info.type == mem::MemType::CudaDevice || info.type == mem::MemType::CudaVmm ||
+               info.type == mem::MemType::CudaPool;
+    if (p2p_ == Ternary::No) {
+        c.reason = "GDX_P2P=no: GPU memory is staged through shared host memory";
+    } else if (remote != 0) {
+        PackedKey &k = h->key_;
+        int fd = -1;
+        std::string why;
+        gdx_status_t st = export_allocation(info, &k, &fd, &why);
+        if (st != GDX_OK) return st;
+        if (k.kind == ExportKind::None) {
+            c.reason = why;
+        } else {
+            uint64_t buffer_id = info.buffer_id;
+            if (buffer_id == 0) { // memtype did not say: ask the driver (the import cache is keyed by it)
+                unsigned long long id = 0;
+                if (cuda::driver()->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                                          static_cast<CUdeviceptr>(a)) == CUDA_SUCCESS)
+                    buffer_id = id;
+            }
+            k.access = remote;
+            k.exporter_nonce = nonce_;
+            k.exporter_pid = static_cast<uint32_t>(getpid());
+            k.exporter_device = info.device;
+            k.buffer_id = buffer_id;
+            k.alloc_base = info.base;
+            k.alloc_size = info.size;
+            k.reg_base = a;
+            k.reg_len = inside;
+            if (fd >= 0 && (st = secure_random_u64(&k.token)) != GDX_OK) {
+                close(fd);
+                return st;
+            }
+            {
+                std::lock_guard<std::mutex> g(state_->mutex);
+                if (fd >= 0) state_->by_token[k.token] = {fd, buffer_id, k.kind};
+                ++state_->live[buffer_id];
+            }
+            h->exported_ = true;
+            c.reach = Reach::Ipc;
+            c.reason = std::string("CUDA IPC (") + export_kind_name(k.kind) + ")";
+        }
+    } else if (gpu || info.type == mem::MemType::CudaManaged || info.type == mem::MemType::HostPinned ||
+               info.type == mem::MemType::HostRegistered) {
+        c.reach = Reach::Ipc;
+        c.reason = "local side of a CUDA copy";
+    } else {
+        c.reason = std::string(mem::type_name(info.type)) + ": not reachable by asynchronous CUDA copies (stage it)";
+    }
+    if (c.reach == Reach::Ipc && (gpu || info.type == mem::MemType::CudaManaged) && info.device != device_) {
+        // Copies run on this interface's GPU and importers reach exports through its peer path: one GPU each.
+        c.reach = Reach::None;
+        c.reason = "memory of GPU " + std::to_string(info.device) + " registered on the GPU " +
+                   std::to_string(device_) + " interface (open the interface of that GPU)";
+    }
+    h->chunks_.push_back(c);
+    if (inside < len) h->chunks_.push_back({inside, len - inside, Reach::None, "beyond the end of the allocation"});
+    if (c.reach == Reach::None)
+        GDX_DEBUG(kComp, "mem_reg(%p, %zu, %s): not direct: %s", addr, len, mem::type_name(info.type),
+                  c.reason.c_str());
+    *out = std::move(h);
+    return GDX_OK;
+}
+
+#else
+
+gdx_status_t IpcMd::export_allocation(const mem::MemInfo &, PackedKey *, int *fd, std::string *why) {
+    *fd = -1;
+    *why = "built without cuda.h";
+    return GDX_OK;
+}
+
+gdx_status_t IpcMd::mem_reg(void *, size_t, const mem::MemInfo &, unsigned, std::unique_ptr<MemHandle> *) {
+    return GDX_FAIL(GDX_ERR_UNSUPPORTED, kComp, "built without cuda.h");
+}
+
+#endif
+
+} // namespace gdx::tp::cuda_ipc
