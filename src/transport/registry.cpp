@@ -1,6 +1,8 @@
 // The table of transports compiled into gdx, in preference order. A new transport is one line here (and its
 // folder). Each factory returns a process-lifetime singleton.
+#include "transport/cuda_ipc/ipc_iface.h"
 #include "transport/rc/component.h"
+#include "transport/shm/shm_iface.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 
@@ -8,6 +10,8 @@ namespace gdx::tp {
 
 namespace {
 Component *const kComponents[] = {
+    cuda_ipc::cuda_ipc_component(), // intra-node first: they reach only peers on this host, and do it best
+    shm::shm_component(),
     tcp_component(),
     rc::component(), // RDMA first: preferred wherever a NIC reaches the peer
 };
