@@ -15,10 +15,19 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // Waits (progressing) until cond() holds; fails after timeout_s without any progress event.
 template <typename Cond>
 gdx_status_t wait_for(DataPath &dp, double timeout_s, const char *what, std::string *why, Cond cond) {
-    auto last = Clock::now();
+    auto last = Clock::now(), checked = last;
     while (!cond()) {
-        if (dp.progress() != 0) last = Clock::now();
-        else if (since(last) > timeout_s) {
+        if (dp.progress() != 0) {
+            last = Clock::now();
+            continue;
+        }
+        // Quiet for a while: a peer that died is noticed by its endpoint (tcp, shm) well before the timeout.
+        if (since(checked) > 0.1) {
+            checked = Clock::now();
+            gdx_status_t st = dp.connected(why);
+            if (st != GDX_OK && st != GDX_INPROGRESS) return st;
+        }
+        if (since(last) > timeout_s) {
             *why = std::string("timed out after ") + std::to_string(static_cast<int>(timeout_s)) +
                    " s waiting for " + what + " (no progress; the peer may have stalled)";
             return GDX_ERR_TIMEOUT;
@@ -33,6 +42,8 @@ void merge_path(PathUsed *into, const PathUsed &other) {
         *into = other;
         return;
     }
+    if (!other.detail.empty() && other.detail != into->detail)
+        into->detail = (into->detail.empty() ? "" : into->detail + " | ") + "echo: " + other.detail;
     if (into->kind != other.kind || into->via != other.via) {
         into->staged_share = (into->staged_share + other.staged_share) / 2;
         into->frag_size = std::max(into->frag_size, other.frag_size);
@@ -45,7 +56,7 @@ void merge_path(PathUsed *into, const PathUsed &other) {
 std::vector<std::string> path_fields(const PathUsed &p) {
     char share[32];
     std::snprintf(share, sizeof(share), "%.6f", p.staged_share);
-    return {p.kind, p.via, num(p.frag_size), num(p.depth), share};
+    return {p.kind, p.via, num(p.frag_size), num(p.depth), share, p.detail};
 }
 
 PathUsed path_from_fields(const Message &m, size_t first) {
@@ -55,6 +66,7 @@ PathUsed path_from_fields(const Message &m, size_t first) {
     p.frag_size = m.u64(first + 2);
     p.depth = static_cast<unsigned>(m.u64(first + 3));
     p.staged_share = std::strtod(m.field(first + 4).c_str(), nullptr);
+    p.detail = m.field(first + 5);
     if (p.kind.empty()) p.kind = "unknown";
     return p;
 }
@@ -80,19 +92,12 @@ gdx_status_t stream(PairContext &c, uint64_t n, uint64_t window, Pending *p, con
     return st;
 }
 
-gdx_status_t flush_all(PairContext &c, Pending *p, std::string *why) {
-    gdx_status_t st = post(c.dp, c.opt.timeout_s, "flush", why, [&] { return c.dp.flush(p); });
-    if (st == GDX_OK) st = wait_pending(c.dp, p, c.opt.timeout_s, "flush", why);
-    return st;
-}
-
 // Asks the server to check its buffer; a mismatch becomes exit code 3.
 TestOutcome remote_check(PairContext &c, uint64_t seed, size_t off, size_t len, const std::string &where) {
     TestOutcome o;
     std::string why;
     Message m;
-    if (c.ctl.send(Msg::Check, {num(seed), num(off), num(len)}, &why) != GDX_OK ||
-        c.ctl.expect(Msg::Ok, &m, c.opt.timeout_s, &why) != GDX_OK) {
+    if (c.ctl.call(Msg::Check, {num(seed), num(off), num(len)}, Msg::Ok, &m, &c.dp, &why) != GDX_OK) {
         o.exit_code = 1;
         o.message = why;
     } else if (m.field(0) == "bad") {
@@ -186,9 +191,17 @@ TestOutcome client_test(PairContext &c, Test t, uint64_t size) {
                       size_text(c.dp.max_am()) + ")";
         return out;
     }
+    if (t == Test::AmBw || t == Test::AmLat) {
+        std::string no = c.dp.am_unreachable(size);
+        if (!no.empty()) {
+            out.skipped = true;
+            out.message = where_base + ": skipped: " + no;
+            return out;
+        }
+    }
     Message m;
-    if (c.ctl.send(Msg::Begin, {test_name(t), num(size), num(iters), num(warmup), num(window)}, &why) != GDX_OK ||
-        c.ctl.expect(Msg::Ok, &m, opt.timeout_s, &why) != GDX_OK)
+    if (c.ctl.call(Msg::Begin, {test_name(t), num(size), num(iters), num(warmup), num(window)}, Msg::Ok, &m, &c.dp,
+                   &why) != GDX_OK)
         return fail(where_base + ": " + why);
     c.am.reset(t, size, window, opt.validate);
     c.dp.take_path_report(); // drop anything from setup
@@ -213,8 +226,8 @@ TestOutcome client_test(PairContext &c, Test t, uint64_t size) {
                                                                                   : "active-message sends";
         if (!opt.validate) {
             auto t0 = Clock::now();
+            // A put completes when its bytes are in the destination buffer: no flush needed.
             gdx_status_t st = stream(c, count * window, window, &p, what, &why, op);
-            if (st == GDX_OK && t == Test::PutBw) st = flush_all(c, &p, &why);
             if (st == GDX_OK && t == Test::AmBw) {
                 uint64_t target = (first + count) * window;
                 st = wait_for(c.dp, opt.timeout_s, "the receiver's acknowledgement", &why,
@@ -228,15 +241,13 @@ TestOutcome client_test(PairContext &c, Test t, uint64_t size) {
             const uint64_t seed = iteration_seed(t, size, it);
             const std::string where = where_base + ", iteration " + std::to_string(it);
             if (t == Test::GetBw) {
-                if (c.ctl.send(Msg::Fill, {num(seed), num(0), num(size)}, &why) != GDX_OK ||
-                    c.ctl.expect(Msg::Ok, &m, opt.timeout_s, &why) != GDX_OK)
+                if (c.ctl.call(Msg::Fill, {num(seed), num(0), num(size)}, Msg::Ok, &m, &c.dp, &why) != GDX_OK)
                     return fail(where + ": " + why);
             } else if (c.buf.fill(seed, 0, size, &why) != GDX_OK) {
                 return fail(where + ": cannot fill the source: " + why);
             }
             auto t0 = Clock::now();
             gdx_status_t st = stream(c, window, window, &p, what, &why, op);
-            if (st == GDX_OK && t == Test::PutBw) st = flush_all(c, &p, &why);
             if (st == GDX_OK && t == Test::AmBw)
                 st = wait_for(c.dp, opt.timeout_s, "the receiver's acknowledgement", &why,
                               [&] { return c.am.ack_value >= (it + 1) * window; });
@@ -259,8 +270,13 @@ TestOutcome client_test(PairContext &c, Test t, uint64_t size) {
             auto t0 = Clock::now();
             gdx_status_t st;
             if (t == Test::PutLat) {
+                // The put completes once its bytes are at the peer (staged ones too); then the peer is told.
                 st = post(c.dp, opt.timeout_s, "put", &why, [&] { return c.dp.put(0, size, S, &p); });
-                if (st == GDX_OK) st = post(c.dp, opt.timeout_s, "fence", &why, [&] { return c.dp.fence(); });
+                if (st == GDX_OK) st = wait_pending(c.dp, &p, opt.timeout_s, "the put's completion", &why);
+                if (st == GDX_OK && p.first_error != GDX_OK) {
+                    why = std::string("the put failed: ") + gdx_status_string(p.first_error);
+                    st = p.first_error;
+                }
                 if (st == GDX_OK)
                     st = post(c.dp, opt.timeout_s, "ping", &why, [&] { return c.dp.am_signal(kAmPing, it); });
             } else {
@@ -289,8 +305,7 @@ TestOutcome client_test(PairContext &c, Test t, uint64_t size) {
     if (!c.am.error.empty()) return fail(where_base + ": " + c.am.error);
 
     // END: the server reports what it saw (validation in its handlers, its own path).
-    if (c.ctl.send(Msg::End, {}, &why) != GDX_OK || c.ctl.expect(Msg::Ok, &m, opt.timeout_s, &why) != GDX_OK)
-        return fail(where_base + ": " + why);
+    if (c.ctl.call(Msg::End, {}, Msg::Ok, &m, &c.dp, &why) != GDX_OK) return fail(where_base + ": " + why);
     if (m.field(0) == "bad") return fail("data validation failed at the receiver (" + where_base + "): " +
                                          m.field(1), 3);
 
@@ -338,25 +353,27 @@ gdx_status_t server_test(PairContext &c, const Message &begin, std::string *why)
     const uint64_t size = begin.u64(1), iters = begin.u64(2), warmup = begin.u64(3), window = begin.u64(4);
     if (!parsed || size == 0 || size > c.region || iters == 0 || window == 0) {
         *why = "bad BEGIN from the client (test '" + begin.field(0) + "', size " + begin.field(1) + ")";
-        c.ctl.send(Msg::Error, {*why}, why);
+        std::string ignored;
+        c.ctl.reply(Msg::Error, {*why}, &c.dp, &ignored);
         return GDX_ERR_PROTOCOL;
     }
     const Test t = *parsed;
     c.am.reset(t, size, window, c.opt.validate);
     c.dp.take_path_report();
-    if (c.ctl.send(Msg::Ok, {}, why) != GDX_OK) return GDX_ERR_CONNECTION_RESET;
+    gdx_status_t st = c.ctl.reply(Msg::Ok, {}, &c.dp, why);
+    if (st != GDX_OK) return st;
     const uint64_t total = (warmup + iters) * window;
     uint64_t answered = 0;
     uint64_t next_ack = c.opt.validate ? window : (warmup > 0 ? warmup * window : total);
     Pending p;
     std::string local_mismatch;
+    c.ctl.start(Message{Msg::Idle, {}}); // the client's next request arrives through this exchange
     for (;;) {
         c.dp.progress();
         // am_bw: acknowledge the end of each phase (each iteration when validating); the client waits for it.
         if (t == Test::AmBw && next_ack <= total && c.am.data_count >= next_ack) {
             const uint64_t n = next_ack;
-            gdx_status_t st = post(c.dp, c.opt.timeout_s, "acknowledgement", why,
-                                   [&] { return c.dp.am_signal(kAmAck, n); });
+            st = post(c.dp, c.opt.timeout_s, "acknowledgement", why, [&] { return c.dp.am_signal(kAmAck, n); });
             if (st != GDX_OK) return st;
             next_ack = c.opt.validate ? n + window : (n < total ? total : total + 1);
         }
@@ -369,55 +386,61 @@ gdx_status_t server_test(PairContext &c, const Message &begin, std::string *why)
                 if (!c.buf.check(iteration_seed(t, size, answered), S, size, &bad, &w))
                     local_mismatch = "iteration " + std::to_string(answered) + ": " + w;
             }
-            gdx_status_t st;
             if (t == Test::PutLat) {
                 st = post(c.dp, c.opt.timeout_s, "put", why, [&] { return c.dp.put(S, size, S, &p); });
-                if (st == GDX_OK) st = post(c.dp, c.opt.timeout_s, "fence", why, [&] { return c.dp.fence(); });
+                if (st == GDX_OK) st = wait_pending(c.dp, &p, c.opt.timeout_s, "the put's completion", why);
+                if (st == GDX_OK && p.first_error != GDX_OK) {
+                    *why = std::string("the put failed: ") + gdx_status_string(p.first_error);
+                    st = p.first_error;
+                }
                 if (st == GDX_OK)
                     st = post(c.dp, c.opt.timeout_s, "pong", why,
                               [&] { return c.dp.am_signal(kAmPong, c.am.last_value); });
             } else {
                 st = post(c.dp, c.opt.timeout_s, "pong", why, [&] { return c.dp.am(kAmPong, S, size, &p); });
+                if (st == GDX_OK && p.outstanding > 0)
+                    st = wait_pending(c.dp, &p, c.opt.timeout_s, "send completions", why);
             }
             if (st != GDX_OK) return st;
             ++answered;
-            if (p.outstanding > 0 && wait_pending(c.dp, &p, c.opt.timeout_s, "send completions", why) != GDX_OK)
-                return GDX_ERR_TIMEOUT;
         }
-        if (!c.ctl.readable()) continue;
+        if (!c.ctl.done()) continue;
         Message m;
-        gdx_status_t st = c.ctl.recv(&m, c.opt.timeout_s, why);
+        st = c.ctl.finish(&m, why);
         if (st != GDX_OK) return st;
         if (m.type == Msg::Fill) {
             std::string w;
-            st = c.buf.fill(m.u64(0), m.u64(1), m.u64(2), &w);
-            st = st == GDX_OK ? c.ctl.send(Msg::Ok, {}, why) : c.ctl.send(Msg::Error, {"fill: " + w}, why);
+            st = c.buf.fill(m.u64(0), m.u64(1), m.u64(2), &w) == GDX_OK ? c.ctl.reply(Msg::Ok, {}, &c.dp, why)
+                                                                         : c.ctl.reply(Msg::Error, {"fill: " + w}, &c.dp, why);
         } else if (m.type == Msg::Check) {
             size_t bad = 0;
             std::string w;
             bool good = c.buf.check(m.u64(0), m.u64(1), m.u64(2), &bad, &w);
-            st = c.ctl.send(Msg::Ok, good ? std::vector<std::string>{"good"}
-                                          : std::vector<std::string>{"bad", num(bad), w}, why);
+            st = c.ctl.reply(Msg::Ok, good ? std::vector<std::string>{"good"} : std::vector<std::string>{"bad", num(bad), w},
+                             &c.dp, why);
         } else if (m.type == Msg::End) {
             if (p.outstanding > 0) wait_pending(c.dp, &p, c.opt.timeout_s, "send completions", why);
-            std::string bad = !c.am.mismatch.empty() ? c.am.mismatch : local_mismatch;
             if (!c.am.error.empty()) {
-                c.ctl.send(Msg::Error, {c.am.error}, why);
                 *why = c.am.error;
+                std::string ignored;
+                c.ctl.reply(Msg::Error, {c.am.error}, &c.dp, &ignored);
                 return GDX_ERR_IO;
             }
+            std::string bad = !c.am.mismatch.empty() ? c.am.mismatch : local_mismatch;
             std::vector<std::string> f{bad.empty() ? "good" : "bad", bad};
             for (auto &x : path_fields(c.dp.take_path_report())) f.push_back(x);
-            return c.ctl.send(Msg::Ok, f, why);
+            return c.ctl.reply(Msg::Ok, f, &c.dp, why);
         } else if (m.type == Msg::Error) {
             *why = "client: " + m.field(0);
             return GDX_ERR_CANCELED;
         } else {
             *why = std::string("protocol error: unexpected ") + msg_name(m.type) + " during " + test_name(t);
-            c.ctl.send(Msg::Error, {*why}, why);
+            std::string ignored;
+            c.ctl.reply(Msg::Error, {*why}, &c.dp, &ignored);
             return GDX_ERR_PROTOCOL;
         }
         if (st != GDX_OK) return st;
+        c.ctl.start(Message{Msg::Idle, {}});
     }
 }
 

@@ -1,21 +1,36 @@
-// The out-of-band channel between the two gdx_perftest processes: one TCP connection carrying framed
-// messages (type + a list of byte fields). Parameters, endpoint addresses and remote keys are exchanged over
-// it, and the data tests synchronize on it. Every wait is bounded; a vanished peer is detected (EOF, reset,
-// TCP keepalive) and named.
+// The out-of-band channel between the two gdx_perftest processes, on gdx's bootstrap (transport/bootstrap.h):
+// rank 0 (the server) listens like ib_write_bw, rank 1 (the client) joins, or Open MPI's environment says who is
+// who. Every step is an exchange (an allgather of two): both sides contribute a message and get the other's.
 //
-// Frame: u32 length (LE, of what follows), u8 type, then fields as u32 length (LE) + bytes.
+// The bootstrap blocks its caller, but a target must keep progressing gdx while it waits (staged fragments are
+// copied out by the peer's engine; tcp's one-sided operations are served in software). So each exchange runs
+// on a helper thread while the calling thread drives the data path; the bootstrap itself is only ever used by
+// one thread at a time. Each step is bounded by --timeout; a vanished peer fails the step with the bootstrap's
+// reason.
+//
+// A request/response (client: call(); server: next_request() + reply()) is two exchanges, so the server has
+// acted on a request before the client goes on.
 #pragma once
 
 #include "gdx/status.h"
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
-#include <string_view>
+#include <thread>
 #include <vector>
+
+namespace gdx::tp {
+class Bootstrap;
+}
 
 namespace gdx::perf {
 
+class DataPath;
+
 enum class Msg : uint8_t {
+    Idle = 0,    // a side's part of an exchange that carries nothing from it
     Hello = 1,   // both ways: protocol version, host name, GPU count
     Spec = 2,    // client -> server: one memory pair's parameters, the client's endpoint address and key
     Ready = 3,   // server -> client: the server's endpoint address and key, device, decisions
@@ -30,46 +45,64 @@ enum class Msg : uint8_t {
 const char *msg_name(Msg m);
 
 struct Message {
-    Msg type = Msg::Error;
+    Msg type = Msg::Idle;
     std::vector<std::string> fields; // byte strings
     const std::string &field(size_t i) const;
     uint64_t u64(size_t i) const;    // a decimal field (0 when absent or malformed)
 };
 
-inline constexpr uint32_t kProtocolVersion = 1;
-inline constexpr size_t kMaxFrame = 1u << 20;
+// Message <-> bytes: u8 type, then each field as u32 length (LE) + bytes. decode() validates every length.
+std::string encode(const Message &m);
+bool decode(const std::vector<uint8_t> &bytes, Message *out, std::string *why);
+
+inline constexpr uint32_t kProtocolVersion = 2;
 
 class Control {
   public:
-    Control() = default;
-    ~Control();
+    Control();
+    ~Control(); // waits for an exchange in flight (bounded by its timeout)
     Control(const Control &) = delete;
     Control &operator=(const Control &) = delete;
 
-    // Server side: bind host:port (port 0 = any; bound_port() tells). Client side: connect, retrying while
-    // the server is not up yet, for at most timeout_s.
-    gdx_status_t listen(const std::string &host, uint16_t port, std::string *why);
-    uint16_t bound_port() const { return port_; }
-    gdx_status_t accept(double timeout_s, std::string *why);
-    gdx_status_t connect(const std::string &host, uint16_t port, double timeout_s, std::string *why);
-    std::string peer_text() const { return peer_; } // "127.0.0.1:18515"
+    // Server (rank 0): binds host:port at once (port 0 = any; bound_port() tells) and accepts the client during
+    // the first exchange. Client (rank 1): connects, retrying while the server is not up, for at most timeout_s.
+    // mpirun: Open MPI's rank decides; rank 0 listens on host:port.
+    gdx_status_t listen(const std::string &host, uint16_t port, double timeout_s, std::string *why);
+    gdx_status_t join(const std::string &host, uint16_t port, double timeout_s, std::string *why);
+    gdx_status_t from_env(const std::string &host, uint16_t port, double timeout_s, std::string *why);
+    uint16_t bound_port() const;
+    std::string where() const { return where_; } // "127.0.0.1:18515"
 
-    gdx_status_t send(Msg type, const std::vector<std::string> &fields, std::string *why);
-    // Waits at most timeout_s (< 0: until the peer goes away) for the next message.
-    gdx_status_t recv(Message *out, double timeout_s, std::string *why);
-    // True when a whole message may be read now (non-blocking check).
-    bool readable();
-    // Closes the connection (the peer sees EOF at once).
-    void close();
-    // recv() that expects `type`; an Error from the peer becomes *why = "peer: <its message>".
-    gdx_status_t expect(Msg type, Message *out, double timeout_s, std::string *why);
+    // One exchange, progressing `dp` (may be null) while it runs.
+    gdx_status_t exchange(const Message &mine, Message *theirs, DataPath *dp, std::string *why);
+    // The same, split: start it, poll done(), then finish() (which waits when not done yet).
+    void start(const Message &mine);
+    bool done() const { return done_.load(std::memory_order_acquire); }
+    bool busy() const { return worker_.joinable(); }
+    // True once an exchange failed (peer gone, timeout): nothing more can be said to the peer.
+    bool broken() const { return broken_; }
+    // Best effort: tells the peer this side failed (skipped when the channel is already broken).
+    void notify_failure(const std::string &message, DataPath *dp);
+    gdx_status_t finish(Message *theirs, std::string *why);
+
+    // Client: sends a request, returns the server's reply; a reply of another type than `expect` (an Error:
+    // "peer: <its message>") fails.
+    gdx_status_t call(Msg type, const std::vector<std::string> &fields, Msg expect, Message *reply, DataPath *dp,
+                      std::string *why);
+    // Server: answers the request it acted on.
+    gdx_status_t reply(Msg type, const std::vector<std::string> &fields, DataPath *dp, std::string *why);
 
   private:
-    gdx_status_t read_exact(void *buf, size_t len, double timeout_s, std::string *why);
-    int listen_fd_ = -1;
-    int fd_ = -1;
-    uint16_t port_ = 0;
-    std::string peer_;
+    std::unique_ptr<tp::Bootstrap> bs_;
+    std::string where_;
+    std::thread worker_;
+    std::atomic<bool> done_{false};
+    gdx_status_t result_ = GDX_OK;
+    bool broken_ = false;
+    uint64_t exchanges_ = 0; // completed; the first one is the rendezvous
+    double timeout_s_ = 60;
+    std::string result_why_;
+    std::vector<std::vector<uint8_t>> gathered_;
 };
 
 // Decimal text of a number (fields are text unless they carry blobs).

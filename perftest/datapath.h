@@ -36,6 +36,8 @@ class DataPath {
     virtual std::string transport() const = 0; // the transport that carries the bytes ("tcp")
     virtual std::string device() const = 0;    // its device ("lo")
     virtual size_t max_am() const = 0;         // largest active-message payload
+    // "" when an active message of `len` bytes can be sent from the registered buffer; else why not.
+    virtual std::string am_unreachable(size_t len) const = 0;
 
     // Registers the test buffer for local and remote access; *packed_key gets the bytes the peer needs
     // (remote key and buffer address). *reach describes how this side's memory is reached ("host",
@@ -53,12 +55,12 @@ class DataPath {
     virtual void set_am_callback(AmCallback cb, void *arg) = 0;
 
     // Non-blocking operations on the registered buffers (offsets from each side's buffer start).
-    // GDX_ERR_NO_RESOURCE: nothing queued, retry after progress(). Completions are counted in *p.
+    // GDX_ERR_NO_RESOURCE: nothing queued, retry after progress(). Completions are counted in *p. A put or get
+    // completes when every byte is in the destination buffer (gdx's engine semantics).
     virtual gdx_status_t put(size_t local_off, size_t len, size_t remote_off, Pending *p) = 0;
     virtual gdx_status_t get(size_t local_off, size_t len, size_t remote_off, Pending *p) = 0;
     virtual gdx_status_t am(uint8_t id, size_t local_off, size_t len, Pending *p) = 0; // payload from buffer
     virtual gdx_status_t am_signal(uint8_t id, uint64_t value) = 0;                    // 8-byte payload
-    virtual gdx_status_t fence() = 0;
     virtual gdx_status_t flush(Pending *p) = 0;
     virtual unsigned progress() = 0;
 

@@ -1,6 +1,7 @@
-// DataPath on one gdx transport (transport/transport.h), without the staging engine: every byte goes direct,
-// so the path report is the registrations' reach on both sides. Memory the transport cannot reach is refused
-// at registration with the transport's reason.
+// DataPath on one gdx transport (transport/transport.h) for builds without the staging engine (src/fallback/
+// engine.h; perftest/CMakeLists.txt picks datapath.cpp when it exists): every byte goes direct, so the path
+// report is the registrations' reach on both sides. Memory the transport cannot reach is refused at
+// registration with the transport's reason.
 #include "datapath.h"
 
 #include "transport/transport.h"
@@ -91,6 +92,12 @@ class TpDataPath final : public DataPath {
         size_t zc = (c.flags & tp::kCapAmZcopy) ? c.max_am_zcopy : 0;
         size_t bc = (c.flags & tp::kCapAmBcopy) ? c.max_am_bcopy : 0;
         return std::max(zc, bc);
+    }
+    std::string am_unreachable(size_t len) const override {
+        const auto &c = iface_->caps();
+        if (buf_->host_accessible() && (c.flags & tp::kCapAmBcopy) && len <= c.max_am_bcopy) return "";
+        if (memh_->direct(0, len) && (c.flags & tp::kCapAmZcopy)) return "";
+        return transport() + " does not reach " + buf_->spec().text() + " memory directly";
     }
 
     gdx_status_t register_buffer(Buffer &buf, std::string *packed_key, std::string *reach, std::string *why) override {
@@ -187,10 +194,6 @@ class TpDataPath final : public DataPath {
         return finish(op, st, len);
     }
     gdx_status_t am_signal(uint8_t id, uint64_t value) override { return ep_->am_short(id, &value, sizeof(value)); }
-    gdx_status_t fence() override {
-        if (!(iface_->caps().flags & tp::kCapFence)) return GDX_OK;
-        return ep_->fence();
-    }
     gdx_status_t flush(Pending *p) override {
         Op *op = take(p);
         return finish(op, ep_->flush(op), 0);
@@ -202,6 +205,7 @@ class TpDataPath final : public DataPath {
         if (bytes_ == 0) return u;
         u.kind = "direct";
         u.via = local_via_ == remote_via_ ? local_via_ : local_via_ + "->" + remote_via_;
+        u.detail = "direct[" + local_via_ + "->" + remote_via_ + "] 100.0% (no staging engine in this build)";
         bytes_ = 0;
         return u;
     }

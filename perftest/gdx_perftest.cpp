@@ -31,11 +31,7 @@ int fail(const std::string &msg, int code = 1) {
     return code;
 }
 
-// The address the bootstrap listens on / connects to: GDX_TCP_ADDR (a wildcard is reached through loopback).
-std::string listen_addr(const gdx::Config &cfg, const Options &opt) {
-    if (opt.mpi && opt.role == Role::Server && !opt.host.empty()) return opt.host;
-    return cfg.str(gdx::ConfigId::TCP_ADDR);
-}
+// The loopback client connects where its peer listens: GDX_TCP_ADDR (a wildcard is reached through loopback).
 std::string connect_addr_for(const std::string &listen) {
     if (listen == "0.0.0.0") return "127.0.0.1";
     if (listen == "::") return "::1";
@@ -177,42 +173,46 @@ int main(int argc, char **argv) {
     for (const auto &a : args) command += " " + a;
     Control ctl;
 
-    if (opt.role == Role::Server) {
-        const bool quiet = opt.report_fd >= 0 || opt.mpi; // rank 1 / the loopback client prints the results
-        if (opt.mem_given && !opt.mpi && !quiet)
+    if (opt.mpi) {
+        // Open MPI says who is who; rank 0 listens on HOST (or GDX_TCP_ADDR), rank 1 joins it.
+        const std::string host = opt.host.empty() ? cfg.str(gdx::ConfigId::TCP_ADDR) : opt.host;
+        if (ctl.from_env(host, opt.port, opt.timeout_s, &why) != GDX_OK) return fail(why);
+        if (opt.role == Role::Server) return run_server(opt, ctl, true);
+    } else if (opt.role == Role::Server) {
+        const bool quiet = opt.report_fd >= 0; // the loopback client prints the results
+        if (opt.mem_given && !quiet)
             std::fprintf(stderr, "gdx_perftest: note: the server takes the memory kinds and tests from the client "
                                  "(give -m/-M there); they are ignored here\n");
-        const std::string addr = listen_addr(cfg, opt);
-        if (ctl.listen(addr, opt.port, &why) != GDX_OK) {
-            if (opt.report_fd >= 0) close(opt.report_fd);
-            return fail(why);
-        }
+        const std::string addr = cfg.str(gdx::ConfigId::TCP_ADDR);
+        gdx_status_t st = ctl.listen(addr, opt.port, opt.timeout_s, &why);
         if (opt.report_fd >= 0) {
-            std::string p = std::to_string(ctl.bound_port());
-            bool ok = write(opt.report_fd, p.data(), p.size()) == static_cast<ssize_t>(p.size());
+            std::string p = st == GDX_OK ? std::to_string(ctl.bound_port()) : "";
+            bool ok = p.empty() || write(opt.report_fd, p.data(), p.size()) == static_cast<ssize_t>(p.size());
             close(opt.report_fd);
             if (!ok) return fail(std::string("cannot report the port to the loopback client: ") + std::strerror(errno));
-        } else if (!quiet) {
+        }
+        if (st != GDX_OK) return fail(why);
+        if (!quiet) {
             std::printf("# gdx_perftest server: listening on %s:%u (waiting up to %gs for a client)\n", addr.c_str(),
                         ctl.bound_port(), opt.timeout_s);
             std::fflush(stdout);
         }
-        if (ctl.accept(opt.timeout_s, &why) != GDX_OK) return fail(why);
         return run_server(opt, ctl, quiet);
     }
 
     Peer peer;
-    std::string host = opt.host;
-    uint16_t port = opt.port;
-    if (opt.role == Role::Loopback) {
-        if (!peer.start(opt, &port, &why)) return fail(why);
-        host = connect_addr_for(cfg.str(gdx::ConfigId::TCP_ADDR));
+    if (!opt.mpi) {
+        std::string host = opt.host;
+        uint16_t port = opt.port;
+        if (opt.role == Role::Loopback) {
+            if (!peer.start(opt, &port, &why)) return fail(why);
+            host = connect_addr_for(cfg.str(gdx::ConfigId::TCP_ADDR));
+        }
+        if (ctl.join(host, port, opt.timeout_s, &why) != GDX_OK) return fail(why);
     }
-    if (ctl.connect(host, port, opt.timeout_s, &why) != GDX_OK) return fail(why);
 
     Reporter rep(opt, stdout);
     int rc = run_client(opt, ctl, rep);
-    ctl.close(); // the peer sees EOF now, whatever happened
     if (opt.role == Role::Loopback) {
         int st = peer.wait(rc == 0 ? opt.timeout_s : 2.0);
         if (rc == 0 && st != 0) {

@@ -47,6 +47,7 @@ std::string json_escape(const std::string &s) {
 }
 
 std::string PathUsed::text() const {
+    if (!detail.empty()) return detail;
     if (kind == "direct") return "direct(" + via + ")";
     char pct[16];
     std::snprintf(pct, sizeof(pct), "%.0f%%", staged_share * 100);

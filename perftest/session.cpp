@@ -135,10 +135,10 @@ int client_pair(const Options &opt, Control &ctl, Reporter &rep, const Peer &pee
     spec.mem_pairs = {{local, remote}};
     spec.transport = dp->transport();
     Message m;
-    if (ctl.send(Msg::Spec, {spec.serialize(), dp->address(), key, reach}, &why) != GDX_OK ||
-        ctl.expect(Msg::Ready, &m, opt.timeout_s, &why) != GDX_OK ||
+    if (ctl.call(Msg::Spec, {spec.serialize(), dp->address(), key, reach}, Msg::Ready, &m, dp.get(), &why) != GDX_OK ||
         dp->connect(m.field(0), m.field(1), &why) != GDX_OK || wait_connected(*dp, opt.timeout_s, &why) != GDX_OK) {
         error("", why);
+        ctl.notify_failure(why, dp.get());
         return 1;
     }
     // This run's decisions, then gdx_info -t's lines for this side's GPU/NIC, then the server's (when they differ).
@@ -175,9 +175,8 @@ int client_pair(const Options &opt, Control &ctl, Reporter &rep, const Peer &pee
                 continue;
             }
             if (o.exit_code != 0) {
-                std::string ignored;
-                ctl.send(Msg::Error, {o.message}, &ignored);
                 error("", o.message);
+                ctl.notify_failure(o.message, dp.get());
                 return o.exit_code;
             }
             Row &r = o.row;
@@ -189,9 +188,8 @@ int client_pair(const Options &opt, Control &ctl, Reporter &rep, const Peer &pee
             if ((opt.path == PathMode::Direct && staged) || (opt.path == PathMode::Staged && r.path.staged_share < 1)) {
                 std::string msg = std::string("--path ") + path_mode_name(opt.path) + " was asked, but " + r.test +
                                   " " + size_text(r.size) + " took " + r.path.text();
-                std::string ignored;
-                ctl.send(Msg::Error, {msg}, &ignored);
                 error("", msg);
+                ctl.notify_failure(msg, dp.get());
                 return 1;
             }
         }
@@ -207,9 +205,13 @@ int run_client(const Options &opt, Control &ctl, Reporter &rep) {
     std::string gpu_why;
     const int gpus = gpu_count(&gpu_why);
     Message m;
-    if (ctl.send(Msg::Hello, {num(kProtocolVersion), host_name(), num(static_cast<uint64_t>(gpus))}, &why) != GDX_OK ||
-        ctl.expect(Msg::Hello, &m, opt.timeout_s, &why) != GDX_OK) {
+    if (ctl.exchange(Message{Msg::Hello, {num(kProtocolVersion), host_name(), num(static_cast<uint64_t>(gpus))}}, &m,
+                     nullptr, &why) != GDX_OK) {
         error("", why);
+        return 1;
+    }
+    if (m.type != Msg::Hello) {
+        error("", std::string("protocol error: expected HELLO from the server, got ") + msg_name(m.type));
         return 1;
     }
     if (m.u64(0) != kProtocolVersion) {
@@ -236,7 +238,8 @@ int run_client(const Options &opt, Control &ctl, Reporter &rep) {
     int rc = 0;
     for (size_t i = 0; i < pairs.size() && rc == 0; ++i)
         rc = client_pair(opt, ctl, rep, peer, same_host, pairs[i].first, pairs[i].second, true);
-    if (rc == 0 && ctl.send(Msg::Bye, {}, &why) != GDX_OK) {
+    Message ignored;
+    if (rc == 0 && ctl.exchange(Message{Msg::Bye, {}}, &ignored, nullptr, &why) != GDX_OK) {
         error("", why);
         rc = 1;
     }
@@ -249,17 +252,16 @@ int run_server(Options opt, Control &ctl, bool quiet) {
     const char *side = quiet ? " (peer)" : "";
     std::string why, gpu_why;
     Message m;
-    if (ctl.expect(Msg::Hello, &m, opt.timeout_s, &why) != GDX_OK) {
-        error(side, why);
+    const uint64_t gpus = static_cast<uint64_t>(gpu_count(&gpu_why));
+    if (ctl.exchange(Message{Msg::Hello, {num(kProtocolVersion), host_name(), num(gpus)}}, &m, nullptr, &why) != GDX_OK) {
+        char t[32];
+        std::snprintf(t, sizeof(t), "%g", opt.timeout_s);
+        error(side, std::string("no client connected within ") + t + " s (--timeout): " + why);
         return 1;
     }
-    if (ctl.send(Msg::Hello, {num(kProtocolVersion), host_name(), num(static_cast<uint64_t>(gpu_count(&gpu_why)))},
-                 &why) != GDX_OK) {
-        error(side, why);
-        return 1;
-    }
-    if (m.u64(0) != kProtocolVersion) {
-        error(side, "the client speaks gdx_perftest protocol " + m.field(0) + ": run the same gdx_perftest on both sides");
+    if (m.type != Msg::Hello || m.u64(0) != kProtocolVersion) {
+        error(side, "the client is not a gdx_perftest of this version (protocol " + m.field(0) + ", this server " +
+                        num(kProtocolVersion) + "): run the same gdx_perftest on both sides");
         return 1;
     }
     const bool same_host = m.field(1) == host_name();
@@ -268,20 +270,16 @@ int run_server(Options opt, Control &ctl, bool quiet) {
     std::unique_ptr<PairContext> ctx;
     auto refuse = [&](const std::string &msg) {
         std::string ignored;
-        ctl.send(Msg::Error, {msg}, &ignored);
+        ctl.reply(Msg::Error, {msg}, dp.get(), &ignored);
         error(side, msg);
         return 1;
     };
     for (;;) {
-        // While a data path is open it must progress (connection set-up, targets of one-sided operations).
-        if (dp) {
-            dp->progress();
-            if (!ctl.readable()) continue;
-        }
-        gdx_status_t st = ctl.recv(&m, -1, &why);
+        // The client's next request; the data path keeps progressing meanwhile.
+        gdx_status_t st = ctl.exchange(Message{Msg::Idle, {}}, &m, dp.get(), &why);
         if (st != GDX_OK) {
-            // The loopback client reports its own failure; its peer need not repeat that it went away.
-            if (!(quiet && st == GDX_ERR_CONNECTION_RESET)) error(side, why);
+            // Under --loopback / mpirun the client reports its own failure; a vanished client is then no news.
+            if (!quiet) error(side, why);
             return 1;
         }
         switch (m.type) {
@@ -302,7 +300,7 @@ int run_server(Options opt, Control &ctl, bool quiet) {
                 dp->connect(m.field(1), m.field(2), &why) != GDX_OK)
                 return refuse("server: " + why);
             const std::string decisions = join_lines(topology_decisions(gpus_of(local), dp->transport(), dp->device()));
-            if (ctl.send(Msg::Ready, {dp->address(), key, reach, dp->device(), decisions}, &why) != GDX_OK) {
+            if (ctl.reply(Msg::Ready, {dp->address(), key, reach, dp->device(), decisions}, dp.get(), &why) != GDX_OK) {
                 error(side, why);
                 return 1;
             }
@@ -311,8 +309,9 @@ int run_server(Options opt, Control &ctl, bool quiet) {
             ctx->am.region = max_size;
             dp->set_am_callback(am_callback, &ctx->am);
             if (!quiet)
-                std::printf("# client %s: %s -> %s over %s\n", ctl.peer_text().c_str(), remote.text().c_str(),
+                std::printf("# client's run: %s -> %s (this side) over %s\n", remote.text().c_str(),
                             local.text().c_str(), dp->transport().c_str());
+            std::fflush(stdout);
             break;
         }
         case Msg::Begin:
@@ -320,7 +319,7 @@ int run_server(Options opt, Control &ctl, bool quiet) {
             st = server_test(*ctx, m, &why);
             if (st != GDX_OK) {
                 // A client that failed said so itself (and, under --loopback, printed it already).
-                if (!(quiet && (st == GDX_ERR_CANCELED || st == GDX_ERR_CONNECTION_RESET))) error(side, why);
+                if (!(quiet && (st == GDX_ERR_CANCELED || ctl.broken()))) error(side, why);
                 return 1;
             }
             break;
