@@ -105,15 +105,12 @@ extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_nam
         iface->itf = md->anchor.get();
         md->anchor_lent = true;
     } else {
-        std::vector<tp::DeviceDesc> devs;
-        gdx_status_t st = md->comp->query_devices(&devs);
-        if (st != GDX_OK) return st;
         const tp::DeviceDesc *dev = nullptr;
-        for (const tp::DeviceDesc &d : devs)
+        for (const tp::DeviceDesc &d : md->devices)
             if (d.name == dev_name) dev = &d;
         if (dev == nullptr)
-            return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "iface open: gdx_%s has no device '%s'", tl, dev_name);
-        st = md->comp->open(*dev, md->cfg, &iface->owned);
+            return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "iface open: gdx_%s offers no device '%s'", tl, dev_name);
+        gdx_status_t st = md->comp->open(*dev, md->cfg, &iface->owned);
         if (st != GDX_OK) return st;
         iface->itf = iface->owned.get();
         // Registrations live in the anchor's MemoryDomain; this interface has its own (transport.h gives every

@@ -136,17 +136,12 @@ extern "C" gdx_status_t gdx_uct_mem_detect(gdx_uct_md_t *md, const void *addr, s
 
 // ---- memory domain -----------------------------------------------------------------------------------------
 
-extern "C" gdx_status_t gdx_uct_tl_devices(unsigned tl, gdx_uct_device_t **devices, unsigned *count) {
-    tp::Component *comp = tl_component(tl);
-    if (comp == nullptr || devices == nullptr || count == nullptr)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "query devices: bad transport index %u or null output", tl);
-    std::vector<tp::DeviceDesc> devs;
-    gdx_status_t st = comp->query_devices(&devs);
-    if (st != GDX_OK) return st;
+static gdx_status_t copy_devices(const std::vector<tp::DeviceDesc> &devs, const char *tl, gdx_uct_device_t **devices,
+                                 unsigned *count) {
     *count = 0;
     *devices = static_cast<gdx_uct_device_t *>(std::calloc(devs.empty() ? 1 : devs.size(), sizeof(gdx_uct_device_t)));
     if (*devices == nullptr)
-        return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "query devices of %s: out of memory", gdx_uct_tl_name(tl));
+        return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "query devices of gdx_%s: out of memory", tl);
     for (const tp::DeviceDesc &d : devs) {
         gdx_uct_device_t &o = (*devices)[(*count)++];
         std::snprintf(o.name, sizeof(o.name), "%s", d.name.c_str());
@@ -154,6 +149,16 @@ extern "C" gdx_status_t gdx_uct_tl_devices(unsigned tl, gdx_uct_device_t **devic
         o.intra_node = d.intra_node ? 1 : 0;
     }
     return GDX_OK;
+}
+
+extern "C" gdx_status_t gdx_uct_tl_devices(unsigned tl, gdx_uct_device_t **devices, unsigned *count) {
+    tp::Component *comp = tl_component(tl);
+    if (comp == nullptr || devices == nullptr || count == nullptr)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "query devices: bad transport index %u or null output", tl);
+    std::vector<tp::DeviceDesc> devs;
+    gdx_status_t st = comp->query_devices(&devs);
+    if (st != GDX_OK) return st;
+    return copy_devices(devs, gdx_uct_tl_name(tl), devices, count);
 }
 
 extern "C" gdx_status_t gdx_uct_md_open(unsigned tl, const char *const *values, gdx_uct_md_t **out) {
@@ -182,13 +187,29 @@ extern "C" gdx_status_t gdx_uct_md_open(unsigned tl, const char *const *values, 
     std::vector<tp::DeviceDesc> devs;
     st = comp->query_devices(&devs);
     if (st != GDX_OK) return st;
-    if (devs.empty())
-        return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "md open: transport %s has no device", gdx_uct_tl_name(tl));
     md->tl = tl;
     md->comp = comp;
-    md->anchor_dev = devs.front();
-    st = comp->open(md->anchor_dev, md->cfg, &md->anchor);
-    if (st != GDX_OK) return st;
+    // Probe every device with this configuration (see gdx_uct_md::devices); the first that opens keeps its
+    // Interface as the MD's anchor.
+    std::string why;
+    for (const tp::DeviceDesc &d : devs) {
+        std::unique_ptr<tp::Interface> itf;
+        gdx_status_t ost = comp->open(d, md->cfg, &itf);
+        if (ost != GDX_OK) {
+            why += (why.empty() ? "" : "; ") + d.name + ": " + gdx::last_error();
+            GDX_INFO(kComp, "gdx_%s: device %s not offered to UCX: %s", gdx_uct_tl_name(tl), d.name.c_str(),
+                     gdx::last_error().c_str());
+            continue;
+        }
+        md->devices.push_back(d);
+        if (!md->anchor) {
+            md->anchor = std::move(itf);
+            md->anchor_dev = d;
+        }
+    }
+    if (!md->anchor)
+        return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "md open: transport %s has no device it can open%s%s",
+                        gdx_uct_tl_name(tl), why.empty() ? "" : ": ", why.c_str());
     md->md = &md->anchor->md();
     GDX_DEBUG(kComp, "md gdx_%s open (memory domain of interface %s/%s)", gdx_uct_tl_name(tl),
               std::string(md->anchor->transport_name()).c_str(), md->anchor_dev.name.c_str());
@@ -212,7 +233,7 @@ extern "C" void gdx_uct_md_query(gdx_uct_md_t *md, gdx_uct_md_attr_t *attr) {
 }
 
 extern "C" gdx_status_t gdx_uct_md_devices(gdx_uct_md_t *md, gdx_uct_device_t **devices, unsigned *count) {
-    return gdx_uct_tl_devices(md->tl, devices, count);
+    return copy_devices(md->devices, gdx_uct_tl_name(md->tl), devices, count);
 }
 
 extern "C" gdx_status_t gdx_uct_mem_reg(gdx_uct_md_t *md, void *addr, size_t len, unsigned access,
