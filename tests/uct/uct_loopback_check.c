@@ -111,6 +111,30 @@ static uint8_t *g_pack_src;
 static size_t g_pack_len;
 static size_t pack_cb(void *dest, void *arg) { (void)arg; memcpy(dest, g_pack_src, g_pack_len); return g_pack_len; }
 
+/* A parked request: sends one am_bcopy when dispatched. */
+typedef struct { uct_pending_req_t super; uct_ep_h ep; int calls, sent, purged; } pend_t;
+static ucs_status_t pend_cb(uct_pending_req_t *self)
+{
+    pend_t *p = ucs_container_of(self, pend_t, super);
+    ++p->calls;
+    if (uct_ep_am_bcopy(p->ep, AM_ID, pack_cb, NULL, 0) < 0) return UCS_ERR_NO_RESOURCE;
+    p->sent = 1;
+    return UCS_OK;
+}
+static void purge_cb(uct_pending_req_t *self, void *arg)
+{
+    (void)arg;
+    ucs_container_of(self, pend_t, super)->purged++;
+}
+
+/* Sends am_bcopy without progress until back-pressure; returns how many went out (0 if none came). */
+static unsigned fill_until_busy(uct_ep_h ep)
+{
+    unsigned sent = 0;
+    while (sent < 1000000 && uct_ep_am_bcopy(ep, AM_ID, pack_cb, NULL, 0) > 0) ++sent;
+    return sent;
+}
+
 static void flush_ep(uct_ep_h ep)
 {
     ucs_status_t st;
@@ -321,6 +345,35 @@ int main(int argc, char **argv)
         ucs_status_t st = comp_wait(&c, RETRY(uct_ep_get_zcopy(b, &iov, 1, (uint64_t)(uintptr_t)(src + len - 32),
                                                                src_rkey.rkey, &c.super)));
         CHECK(st != UCS_OK, "get_zcopy past the end of the registration succeeded");
+    }
+
+    /* back-pressure: a parked request is dispatched once resources free up, and a purged one never is */
+    if (ia.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) {
+        pend_t p1 = {.super.func = pend_cb, .ep = a}, p2 = {.super.func = pend_cb, .ep = a};
+        g_pack_len = ia.cap.am.max_bcopy < 1024 ? ia.cap.am.max_bcopy : 1024;
+        fill(ref, g_pack_len, 77);
+        unsigned base = g_rx.count, sent = fill_until_busy(a);
+        ucs_status_t pst = uct_ep_pending_add(a, &p1.super, 0);
+        printf("# back-pressure after %u messages; pending_add: %s\n", sent, ucs_status_string(pst));
+        CHECK(pst == UCS_OK || pst == UCS_ERR_BUSY, "pending_add under back-pressure: %s", ucs_status_string(pst));
+        if (pst == UCS_ERR_BUSY) { /* resources came back in between: send it ourselves */
+            while (pend_cb(&p1.super) != UCS_OK) uct_worker_progress(g_worker);
+        }
+        while (!p1.sent) uct_worker_progress(g_worker);
+        progress_until(&g_rx.count, base + sent + 1);
+        CHECK(p1.sent && g_rx.count == base + sent + 1, "parked request: sent %d, received %u of %u", p1.sent,
+              g_rx.count - base, sent + 1);
+        base = g_rx.count;
+        sent = fill_until_busy(a);
+        pst  = uct_ep_pending_add(a, &p2.super, 0);
+        printf("# back-pressure after %u messages; pending_add then purge: %s\n", sent, ucs_status_string(pst));
+        if (pst == UCS_OK) {
+            uct_ep_pending_purge(a, purge_cb, NULL);
+            CHECK(p2.purged == 1, "purge handed back %d requests (expected 1)", p2.purged);
+        }
+        progress_until(&g_rx.count, base + sent);
+        flush_ep(a);
+        CHECK(p2.calls == 0 && !p2.sent, "a purged request was dispatched (%d calls)", p2.calls);
     }
 
     /* flush with a completion, iface flush, fence, pending_add, wakeup */

@@ -35,15 +35,29 @@ void comp_done(tp::Completion *self) {
     w->owner->put_comp(w);
 }
 
+void pending_link(GdxUctPending *node) {
+    gdx_uct_ep *ep = node->ep;
+    node->prev = nullptr;
+    node->next = ep->pending;
+    if (ep->pending != nullptr) ep->pending->prev = node;
+    ep->pending = node;
+}
+
+void pending_unlink(GdxUctPending *node) {
+    if (node->prev != nullptr) node->prev->next = node->next;
+    else node->ep->pending = node->next;
+    if (node->next != nullptr) node->next->prev = node->prev;
+}
+
 gdx_status_t pending_trampoline(tp::PendingRequest *self) {
     auto *node = reinterpret_cast<GdxUctPending *>(self); // p is the first member
-    gdx_status_t st = GDX_OK;
-    if (node->req != nullptr) st = gdx_uct_glue_dispatch(node->req);
-    if (st == GDX_ERR_NO_RESOURCE) return st; // keep it, stop dispatching for now
-    gdx_uct_ep *ep = node->ep;
-    if (node->prev != nullptr) node->prev->next = node->next;
-    else ep->pending = node->next;
-    if (node->next != nullptr) node->next->prev = node->prev;
+    // Off the list before UCP's callback runs: it may add requests to (or purge) this endpoint.
+    pending_unlink(node);
+    gdx_status_t st = node->req != nullptr ? gdx_uct_glue_dispatch(node->req) : GDX_OK;
+    if (st == GDX_ERR_NO_RESOURCE) { // gdx keeps it queued and stops dispatching for now
+        pending_link(node);
+        return st;
+    }
     delete node;
     return GDX_OK;
 }
@@ -336,15 +350,13 @@ extern "C" gdx_status_t gdx_uct_ep_pending_add(gdx_uct_ep_t *ep, void *req) {
     node->p.func = pending_trampoline;
     node->req = req;
     node->ep = ep;
+    pending_link(node); // before gdx can dispatch it
     gdx_status_t st = ep->ep->pending_add(&node->p);
     if (st != GDX_OK) { // GDX_ERR_BUSY (send now) or an error: not queued
+        pending_unlink(node);
         delete node;
-        return st;
     }
-    node->next = ep->pending;
-    if (ep->pending != nullptr) ep->pending->prev = node;
-    ep->pending = node;
-    return GDX_OK;
+    return st;
 }
 
 extern "C" void gdx_uct_ep_pending_purge(gdx_uct_ep_t *ep, void (*cb)(void *req, void *arg), void *arg) {
