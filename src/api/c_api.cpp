@@ -2,8 +2,12 @@
 #include "gdx/gdx.h"
 
 #include "api/context.h"
+#include "api/endpoint.h"
 #include "core/error.h"
 
+#include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <new>
 
 struct gdx_config {
@@ -14,7 +18,43 @@ struct gdx_context {
     std::unique_ptr<gdx::Context> impl;
 };
 
+struct gdx_ep {
+    gdx_context *ctx = nullptr;
+    std::unique_ptr<gdx::Endpoint> impl;
+};
+
+struct gdx_mem {
+    gdx_context *ctx = nullptr;
+    std::unique_ptr<gdx::Memory> impl;
+};
+
+struct gdx_rkey {
+    std::unique_ptr<gdx::RemoteKey> impl;
+};
+
+struct gdx_request {
+    gdx::fb::Request req;
+    std::string transport;
+    bool free_when_done = false;
+    static void on_complete(gdx::fb::Request *r) {
+        auto *self = static_cast<gdx_request *>(r->user);
+        if (self->free_when_done) delete self;
+    }
+};
+
 namespace {
+
+// Copies a blob out under the *len contract of gdx_ep_address / gdx_mem_pack.
+gdx_status_t copy_blob(const std::vector<uint8_t> &blob, void *buf, size_t *len, const char *what) {
+    size_t room = *len;
+    *len = blob.size();
+    if (buf == nullptr) return GDX_OK;
+    if (room < blob.size())
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "%s: %zu bytes of room for a %zu-byte blob", what, room,
+                        blob.size());
+    std::memcpy(buf, blob.data(), blob.size());
+    return GDX_OK;
+}
 
 template <typename F> gdx_status_t guarded(const char *what, F &&f) noexcept {
     try {
@@ -95,6 +135,200 @@ const char *gdx_context_config_get(const gdx_context_t *context, const char *nam
     const gdx::ConfigVarDesc *d = gdx::config_find(name);
     if (d == nullptr) return nullptr;
     return context->impl->config().text(d->id).c_str();
+}
+
+gdx_status_t gdx_ep_create(gdx_context_t *context, gdx_ep_t **ep_p) {
+    return guarded("gdx_ep_create", [&] {
+        if (context == nullptr || ep_p == nullptr)
+            return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "gdx_ep_create: NULL %s", context ? "ep_p" : "context");
+        auto ep = std::make_unique<gdx_ep>();
+        ep->ctx = context;
+        if (gdx_status_t st = gdx::Endpoint::create(*context->impl, &ep->impl); st != GDX_OK) return st;
+        *ep_p = ep.release();
+        return GDX_OK;
+    });
+}
+
+gdx_status_t gdx_ep_address(const gdx_ep_t *ep, void *buf, size_t *len) {
+    return guarded("gdx_ep_address", [&] {
+        if (ep == nullptr || len == nullptr)
+            return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "gdx_ep_address: NULL %s", ep ? "len" : "ep");
+        return copy_blob(ep->impl->address(), buf, len, "gdx_ep_address");
+    });
+}
+
+gdx_status_t gdx_ep_connect(gdx_ep_t *ep, const void *peer_address, size_t len) {
+    return guarded("gdx_ep_connect", [&] {
+        if (ep == nullptr || peer_address == nullptr || len == 0)
+            return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "gdx_ep_connect: NULL endpoint or empty address");
+        return ep->impl->connect({static_cast<const uint8_t *>(peer_address), len});
+    });
+}
+
+gdx_status_t gdx_ep_state(const gdx_ep_t *ep) {
+    if (ep == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "gdx_ep_state: NULL endpoint");
+    return ep->impl->state();
+}
+
+const char *gdx_ep_transports(const gdx_ep_t *ep) { return ep == nullptr ? "" : ep->impl->transports().c_str(); }
+
+gdx_status_t gdx_ep_destroy(gdx_ep_t *ep) {
+    return guarded("gdx_ep_destroy", [&] {
+        if (ep == nullptr) return GDX_OK;
+        if (gdx_status_t st = ep->impl->close(); st != GDX_OK) return st;
+        delete ep;
+        return GDX_OK;
+    });
+}
+
+gdx_status_t gdx_mem_reg(gdx_context_t *context, void *addr, size_t len, unsigned access, gdx_mem_t **mem_p) {
+    return guarded("gdx_mem_reg", [&] {
+        if (context == nullptr || mem_p == nullptr)
+            return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "gdx_mem_reg: NULL %s", context ? "mem_p" : "context");
+        auto m = std::make_unique<gdx_mem>();
+        m->ctx = context;
+        if (gdx_status_t st = gdx::Memory::create(*context->impl, addr, len, access, &m->impl); st != GDX_OK)
+            return st;
+        *mem_p = m.release();
+        return GDX_OK;
+    });
+}
+
+gdx_status_t gdx_mem_pack(const gdx_mem_t *mem, void *buf, size_t *len) {
+    return guarded("gdx_mem_pack", [&] {
+        if (mem == nullptr || len == nullptr)
+            return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "gdx_mem_pack: NULL %s", mem ? "len" : "mem");
+        std::vector<uint8_t> blob;
+        if (gdx_status_t st = mem->impl->pack(&blob); st != GDX_OK) return st;
+        return copy_blob(blob, buf, len, "gdx_mem_pack");
+    });
+}
+
+gdx_status_t gdx_mem_dereg(gdx_mem_t *mem) {
+    return guarded("gdx_mem_dereg", [&] {
+        if (mem == nullptr) return GDX_OK;
+        if (mem->impl->busy())
+            return GDX_FAIL(GDX_ERR_BUSY, "api", "gdx_mem_dereg: a request or a peer's transfer still uses it");
+        delete mem;
+        return GDX_OK;
+    });
+}
+
+gdx_status_t gdx_rkey_unpack(gdx_ep_t *ep, const void *packed, size_t len, gdx_rkey_t **rkey_p) {
+    return guarded("gdx_rkey_unpack", [&] {
+        if (ep == nullptr || packed == nullptr || len == 0 || rkey_p == nullptr)
+            return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "gdx_rkey_unpack: NULL argument or empty key");
+        if (!ep->impl->connected_called())
+            return GDX_FAIL(GDX_ERR_BUSY, "api", "gdx_rkey_unpack: call gdx_ep_connect first");
+        auto k = std::make_unique<gdx_rkey>();
+        if (gdx_status_t st = gdx::RemoteKey::unpack(*ep->impl, {static_cast<const uint8_t *>(packed), len}, &k->impl);
+            st != GDX_OK)
+            return st;
+        *rkey_p = k.release();
+        return GDX_OK;
+    });
+}
+
+void gdx_rkey_destroy(gdx_rkey_t *rkey) { delete rkey; }
+
+namespace {
+
+gdx_status_t one_sided(bool is_put, gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rkey,
+                       size_t remote_offset, size_t len, gdx_request_t **req_p) {
+    const char *what = is_put ? "gdx_put" : "gdx_get";
+    return guarded(what, [&] {
+        if (ep == nullptr || mem == nullptr || rkey == nullptr || req_p == nullptr)
+            return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "%s: NULL argument", what);
+        if (rkey->impl->endpoint() != ep->impl.get())
+            return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "%s: the key was unpacked for another endpoint", what);
+        if (mem->ctx != ep->ctx)
+            return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "%s: memory and endpoint belong to different contexts", what);
+        if (gdx_status_t st = ep->impl->state(); st != GDX_OK)
+            return GDX_FAIL(st == GDX_INPROGRESS ? GDX_ERR_BUSY : st, "api", "%s: the endpoint is not connected (%s)",
+                            what, gdx_status_string(st));
+        size_t lane = 0;
+        if (gdx_status_t st = gdx::choose_lane(*ep->impl, *mem->impl, offset, *rkey->impl, remote_offset, len, &lane);
+            st != GDX_OK)
+            return st;
+        gdx::Endpoint::Lane &l = ep->impl->lanes()[lane];
+        auto req = std::make_unique<gdx_request>();
+        req->transport = l.slot->name();
+        req->req.cb = gdx_request::on_complete;
+        req->req.user = req.get();
+        gdx::fb::Region *region = mem->impl->region(l.slot);
+        const gdx::fb::RemoteRegion &remote = *rkey->impl->remote(lane);
+        gdx_status_t st = is_put ? l.slot->engine->put(*l.ep, *region, offset, remote, remote_offset, len, &req->req)
+                                 : l.slot->engine->get(*l.ep, *region, offset, remote, remote_offset, len, &req->req);
+        if (st != GDX_OK && st != GDX_INPROGRESS) return st;
+        *req_p = req.release();
+        return GDX_OK;
+    });
+}
+
+} // namespace
+
+gdx_status_t gdx_put(gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rkey, size_t remote_offset,
+                     size_t len, gdx_request_t **req_p) {
+    return one_sided(true, ep, mem, offset, rkey, remote_offset, len, req_p);
+}
+
+gdx_status_t gdx_get(gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rkey, size_t remote_offset,
+                     size_t len, gdx_request_t **req_p) {
+    return one_sided(false, ep, mem, offset, rkey, remote_offset, len, req_p);
+}
+
+unsigned gdx_progress(gdx_context_t *context) {
+    if (context == nullptr) return 0;
+    try {
+        return context->impl->progress();
+    } catch (...) {
+        GDX_FAIL(GDX_ERR_INTERNAL, "api", "gdx_progress: internal error");
+        return 0;
+    }
+}
+
+gdx_status_t gdx_request_test(const gdx_request_t *req) {
+    if (req == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "gdx_request_test: NULL request");
+    return req->req.status;
+}
+
+gdx_status_t gdx_request_wait(gdx_context_t *context, gdx_request_t *req, int timeout_ms) {
+    if (context == nullptr || req == nullptr)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "gdx_request_wait: NULL %s", context ? "request" : "context");
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+    while (req->req.status == GDX_INPROGRESS) {
+        if (gdx_progress(context) == 0 && std::chrono::steady_clock::now() > deadline)
+            return GDX_FAIL(GDX_ERR_TIMEOUT, "api", "gdx_request_wait: not complete after %d ms", timeout_ms);
+    }
+    return req->req.status;
+}
+
+gdx_status_t gdx_request_path(const gdx_request_t *req, gdx_path_info_t *info) {
+    return guarded("gdx_request_path", [&] {
+        if (req == nullptr || info == nullptr)
+            return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "gdx_request_path: NULL %s", req ? "info" : "request");
+        const gdx::fb::PathReport &p = req->req.path;
+        *info = gdx_path_info_t{};
+        std::snprintf(info->transport, sizeof(info->transport), "%s", req->transport.c_str());
+        info->bytes_direct = p.bytes_direct;
+        info->bytes_staged = p.bytes_staged;
+        info->frags_direct = p.frags_direct;
+        info->frags_staged = p.frags_staged;
+        info->frag_size = p.frag_size;
+        info->depth = p.depth;
+        info->small = p.small ? 1 : 0;
+        info->staged_share = p.staged_share();
+        std::snprintf(info->text, sizeof(info->text), "%s: %s", req->transport.c_str(), p.describe().c_str());
+        return GDX_OK;
+    });
+}
+
+void gdx_request_free(gdx_request_t *req) {
+    if (req == nullptr) return;
+    if (req->req.status == GDX_INPROGRESS)
+        req->free_when_done = true;
+    else
+        delete req;
 }
 
 } // extern "C"

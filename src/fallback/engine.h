@@ -1,0 +1,132 @@
+// gdx::fb::Engine — the per-fragment staging engine over one transport interface. The entry point for the C API,
+// gdx_perftest and the UCT glue.
+//
+// A put or get is cut into fragments (GDX_FRAG_SIZE of the memory kind); each fragment independently goes
+//   direct:  the local registration (MemHandle::direct) and the peer's key both say the transport reaches the
+//            range: one transport put/get, no copy;
+//   staged:  through pinned bounce buffers: the local side copies into (put) or out of (get) its own slot, and/or
+//            the remote side copies out of (put) or into (get) one of its slots, granted under credit flow control.
+// Small staged messages (≤ GDX_STAGING_THRESH) take a single-copy path through an active message instead.
+//
+// Usage (one thread at a time, like the interface underneath):
+//   std::unique_ptr<fb::Engine> eng;  fb::Engine::create(iface, cfg, &eng);
+//   fb::Region *r;                     eng->mem_reg(buf, len, tp::kAccessAll, &r);
+//   std::vector<uint8_t> key;          eng->pack_key(*r, &key);             // send `key` to the peer
+//   std::unique_ptr<fb::RemoteRegion> rr;  eng->unpack_key(peer_key, &rr);
+//   fb::Request req;                   eng->put(ep, *r, 0, *rr, 0, len, &req);
+//   while (req.status == GDX_INPROGRESS) eng->progress();
+//   req.path.describe();               // "staged[frag 4M depth 4 local+remote; local-unreachable+...] 100.0%"
+//
+// Completion semantics: a put request completes when every byte is in the destination buffer (staged fragments
+// report back after the peer's copy-out; direct ones are flushed), a get when every byte is in the local buffer.
+// On any error the request stops issuing fragments, waits for those in flight (so nothing writes into the
+// buffers after it completes) and completes with the first error. The PEER MUST CALL progress() too: staged
+// fragments are copied out, and slots granted, by the peer's engine.
+#pragma once
+
+#include "core/config.h"
+#include "fallback/fault_injector.h"
+#include "fallback/path_report.h"
+#include "fallback/region.h"
+#include "transport/transport.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace gdx::mem {
+class Detector;
+}
+
+namespace gdx::fb {
+
+struct Params {
+    uint64_t frag_host = 512 << 10; // GDX_FRAG_SIZE host
+    uint64_t frag_cuda = 4 << 20;   // GDX_FRAG_SIZE cuda
+    unsigned depth = 4;             // GDX_STAGING_DEPTH
+    unsigned pool_slots = 32;       // GDX_STAGING_POOL
+    uint64_t small_thresh = 8192;   // GDX_STAGING_THRESH
+    FaultParams fault;              // GDX_FAULT_*
+    uint8_t am_id = 31;             // active-message id of the control messages (one per interface user)
+
+    // Reads the GDX_* values above; GDX_ERR_INVALID_CONFIG (logged) when one is out of range.
+    static gdx_status_t from_config(const Config &cfg, Params *out);
+    uint64_t frag_size(mem::MemKind kind) const { return kind == mem::MemKind::Host ? frag_host : frag_cuda; }
+};
+
+class Engine;
+struct Op;
+
+// One put or get. The caller owns it and keeps it (and the RemoteRegion it names) alive until it completes:
+// status leaves GDX_INPROGRESS, then cb (if set) runs from progress().
+struct Request {
+    using Callback = void (*)(Request *req);
+    Callback cb = nullptr;
+    void *user = nullptr;
+    gdx_status_t status = GDX_OK;
+    PathReport path;
+
+  private:
+    friend class Engine;
+    friend class StagingPipeline;
+    Op *op_ = nullptr;
+};
+
+class StagingPipeline;
+class StagingTarget;
+struct EngineCore;
+
+class Engine {
+  public:
+    // `iface` (and `detector`, when given) must outlive the engine. Registers the control-message handler
+    // (params.am_id) on `iface`. Without a detector the engine makes its own from `cfg`.
+    static gdx_status_t create(tp::Interface &iface, const Config &cfg, std::unique_ptr<Engine> *out,
+                               mem::Detector *detector = nullptr);
+    static gdx_status_t create(tp::Interface &iface, const Params &params, mem::Detector &detector,
+                               std::unique_ptr<Engine> *out);
+    ~Engine(); // requests still active are completed with GDX_ERR_CANCELED (after their copies finish)
+    Engine(const Engine &) = delete;
+    Engine &operator=(const Engine &) = delete;
+
+    // Detects what [addr, addr+len) is (one memory kind and device), registers it with the transport's memory
+    // domain (per-chunk outcomes: which ranges are direct, and why not) and makes sure a bounce pool exists for it
+    // when any part of it would be staged. The region belongs to the engine until mem_dereg.
+    gdx_status_t mem_reg(void *addr, size_t len, unsigned access, Region **out);
+    // GDX_ERR_BUSY while a request or a peer's staged transfer uses the region.
+    gdx_status_t mem_dereg(Region *region);
+
+    gdx_status_t pack_key(const Region &region, std::vector<uint8_t> *out) const;
+    gdx_status_t unpack_key(std::span<const uint8_t> packed, std::unique_ptr<RemoteRegion> *out) const;
+
+    // GDX_INPROGRESS: accepted, `req` completes later (GDX_OK at once for len 0). Errors (nothing queued): bad
+    // range or rights (GDX_ERR_INVALID_PARAM / GDX_ERR_ACCESS_DENIED), no staging possible (GDX_ERR_UNSUPPORTED).
+    gdx_status_t put(tp::Endpoint &ep, Region &local, size_t local_off, const RemoteRegion &remote,
+                     size_t remote_off, size_t len, Request *req);
+    gdx_status_t get(tp::Endpoint &ep, Region &local, size_t local_off, const RemoteRegion &remote,
+                     size_t remote_off, size_t len, Request *req);
+
+    // Drives the transport, the copies and every request; returns how many events it processed.
+    unsigned progress();
+
+    // Drops the engine's state for an endpoint about to be destroyed (slots it holds of our pools come back).
+    // GDX_ERR_BUSY while requests or peer jobs on it are active.
+    gdx_status_t ep_close(tp::Endpoint &ep);
+
+    Stats stats() const;
+    const Params &params() const;
+    tp::Interface &iface();
+
+  private:
+    Engine() = default;
+    gdx_status_t submit(bool is_put, tp::Endpoint &ep, Region &local, size_t local_off, const RemoteRegion &remote,
+                        size_t remote_off, size_t len, Request *req);
+    static void on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length);
+
+    std::unique_ptr<mem::Detector> own_detector_;
+    std::unique_ptr<EngineCore> core_;
+    std::unique_ptr<StagingPipeline> pipeline_;
+    std::unique_ptr<StagingTarget> target_;
+};
+
+} // namespace gdx::fb

@@ -1,0 +1,48 @@
+// Fault injection for the staging engine (GDX_FAULT_*, all off by default): a testing aid that makes the rare
+// paths ordinary. Forcing fragments off the direct path exercises mixed direct/staged messages on machines where
+// everything is reachable; failing copies proves a request fails cleanly (an error status, never wrong bytes);
+// capping the pool proves exhaustion only slows things down (back-pressure), never deadlocks.
+#pragma once
+
+#include <cstdint>
+#include <random>
+
+namespace gdx::fb {
+
+struct FaultParams {
+    uint64_t p2p_every = 0;   // GDX_FAULT_P2P_EVERY: every Nth fragment is denied the direct path
+    uint64_t p2p_percent = 0; // GDX_FAULT_P2P_PERCENT: this share of fragments, drawn from a seeded generator
+    uint64_t copy_every = 0;  // GDX_FAULT_COPY_EVERY: every Nth staging copy fails
+    uint64_t pool_limit = 0;  // GDX_FAULT_POOL_LIMIT: at most N bounce buffers per pool partition
+    uint64_t seed = 1;        // GDX_FAULT_SEED
+
+    bool any() const { return p2p_every != 0 || p2p_percent != 0 || copy_every != 0 || pool_limit != 0; }
+};
+
+class FaultInjector {
+  public:
+    explicit FaultInjector(const FaultParams &p) : p_(p), rng_(p.seed) {}
+
+    // Asked once per fragment of every request (direct-capable or not), in submission order, so that "every
+    // Nth" is deterministic for a test: true = treat this fragment as unreachable.
+    bool deny_direct() {
+        ++fragments_;
+        if (p_.p2p_every != 0 && fragments_ % p_.p2p_every == 0) return true;
+        return p_.p2p_percent != 0 && rng_() % 100 < p_.p2p_percent;
+    }
+    // Asked once per staging copy (into or out of a bounce buffer, small-message copies included).
+    bool fail_copy() { return p_.copy_every != 0 && ++copies_ % p_.copy_every == 0; }
+    // Slots a pool partition may use when the pool would have `n`.
+    unsigned cap_slots(unsigned n) const {
+        return p_.pool_limit != 0 && p_.pool_limit < n ? static_cast<unsigned>(p_.pool_limit) : n;
+    }
+    const FaultParams &params() const { return p_; }
+
+  private:
+    FaultParams p_;
+    std::mt19937_64 rng_;
+    uint64_t fragments_ = 0;
+    uint64_t copies_ = 0;
+};
+
+} // namespace gdx::fb

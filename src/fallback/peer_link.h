@@ -1,0 +1,99 @@
+// PeerLink: the staging engine's state for one transport endpoint (one peer): the queue of control messages the
+// transport could not take yet, the credits the peer granted us (CreditWallet, one per peer pool), and the cached
+// rkey of the peer's landing slots for stage-out puts.
+#pragma once
+
+#include "fallback/control_msg.h"
+#include "transport/transport.h"
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gdx::fb {
+
+class PeerLink;
+
+// Sender side of the credit flow: the slots of one peer pool that the peer granted to us.
+class CreditWallet {
+  public:
+    // An idle granted slot (now in use), or -1.
+    int take();
+    // A slot taken but never filled, or one a DONE let us keep: idle again.
+    void put_back(uint16_t slot);
+    // A DONE without keep: the slot went back to the peer's pool.
+    void dropped(uint16_t slot) {
+        --in_use_;
+        if (slot < held_.size()) held_[slot] = 0;
+    }
+    // Called by a fragment that found no idle slot: asks the peer (WANT) for enough slots for everything now in
+    // use or waiting, at most `cap`, unless it already asked for that many.
+    gdx_status_t ask(PeerLink &peer, uint16_t pool, unsigned cap);
+    // GRANT: checks the fields against what the transport can use and takes the slots.
+    gdx_status_t on_grant(const CtrlMsg &m, tp::MemoryDomain &md, std::string *why);
+    // RECALL: unless fragments are waiting to use them, gives every idle slot back (RETURN) and lowers our
+    // standing request to what is in use.
+    gdx_status_t on_recall(PeerLink &peer, uint16_t pool);
+
+    bool ready() const { return rkey_ != nullptr; }
+    gdx_status_t error() const { return error_; }
+    uint64_t slot_addr(uint16_t slot) const { return base_ + uint64_t(slot) * slot_size_; }
+    uint64_t slot_size() const { return slot_size_; }
+    const tp::RemoteKey &rkey() const { return *rkey_; }
+    unsigned waiting = 0; // fragments blocked on a credit of this pool (each counts itself in and out)
+
+  private:
+    std::vector<uint16_t> idle_;
+    std::vector<uint8_t> held_; // per slot of the peer pool: granted to us (idle or in use)
+    unsigned in_use_ = 0;
+    unsigned want_sent_ = 0;
+    uint64_t base_ = 0, slot_size_ = 0;
+    uint32_t nslots_ = 0;
+    std::vector<uint8_t> rkey_bytes_;
+    std::unique_ptr<tp::RemoteKey> rkey_;
+    gdx_status_t error_ = GDX_OK;
+};
+
+class PeerLink {
+  public:
+    PeerLink(tp::Endpoint &ep, uint8_t am_id) : ep_(ep), am_id_(am_id) {}
+    tp::Endpoint &ep() const { return ep_; }
+
+    // Sends a control message now, or queues it behind earlier ones when the transport pushes back. `publishes`:
+    // the message tells the peer that data put before it has landed, so a fence goes first. Errors other than
+    // back-pressure are returned (and logged): the connection is unusable.
+    gdx_status_t send(const CtrlMsg &m, bool publishes);
+    // Retries queued messages in order; returns how many went out.
+    unsigned flush();
+    bool queue_empty() const { return queue_.empty(); }
+    // The endpoint reports an error: whatever waits on this peer will never be answered.
+    bool broken() const;
+
+    CreditWallet &wallet(uint16_t pool) { return wallets_[pool]; }
+
+    // The peer's landing-pool rkey from a GET_REQ, unpacked once and reused while the bytes stay the same (shared:
+    // a stage-out still using the old key keeps it alive when the bytes change).
+    gdx_status_t landing_rkey(std::span<const uint8_t> bytes, tp::MemoryDomain &md,
+                              std::shared_ptr<const tp::RemoteKey> *out);
+
+    uint32_t users = 0; // requests and peer jobs that refer to this link; ep_close refuses while nonzero
+
+  private:
+    struct Queued {
+        std::vector<uint8_t> bytes;
+        bool publishes = false;
+    };
+    gdx_status_t try_send(const Queued &q);
+
+    tp::Endpoint &ep_;
+    uint8_t am_id_;
+    std::deque<Queued> queue_;
+    std::map<uint16_t, CreditWallet> wallets_;
+    std::vector<uint8_t> landing_bytes_;
+    std::shared_ptr<const tp::RemoteKey> landing_rkey_;
+};
+
+} // namespace gdx::fb

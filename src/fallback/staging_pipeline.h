@@ -1,0 +1,134 @@
+// StagingPipeline: the initiator side of puts and gets. Each request (Op) walks its fragments in order: a direct
+// fragment is one transport operation; a staged fragment is a small state machine (Frag) that holds at most one
+// local bounce slot and one peer slot, and at most GDX_STAGING_DEPTH of them run at once per request. Copies run
+// on the copy engines' streams while earlier fragments are on the wire and later ones are still being copied, so
+// D2H of fragment k+1, the wire of fragment k and the peer's H2D of fragment k-1 overlap.
+//
+// Staged put fragment:  [local slot → copy source into it] → [peer credit] → transport put (into the peer's slot
+//                       or straight to the destination) → [FILLED, wait for DONE]
+// Staged get fragment:  local landing slot → (GET_REQ, the peer stages out and puts into the landing slot, GET_DONE)
+//                       or (transport get into the landing slot) → copy landing slot → destination
+#pragma once
+
+#include "fallback/engine_core.h"
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace gdx::fb {
+
+enum class FragState : uint8_t {
+    Free,        // entry unused
+    NeedSlot,    // waiting for a local initiator slot (pool back-pressure)
+    CopyIn,      // put: source → local slot copy running
+    NeedCredit,  // put: waiting for a slot of the peer's pool
+    Transfer,    // the transport put/get is to be issued (retried after back-pressure)
+    Publish,     // put into a peer slot issued: FILLED to send
+    SendGetReq,  // get from a staged remote: GET_REQ to send
+    Wait,        // waiting for the transport operation and/or the peer's answer
+    CopyOut,     // get: landing slot → destination copy running
+    Done,
+};
+
+struct Frag;
+
+struct FragCompletion : tp::Completion {
+    Frag *frag = nullptr;
+};
+
+struct Frag {
+    Op *op = nullptr;
+    uint32_t index = 0;
+    uint64_t off = 0, len = 0; // within the request
+    FragState state = FragState::Free;
+    bool local_staged = false, remote_staged = false;
+    bool xfer_pending = false;   // a transport operation of this fragment has not completed
+    bool remote_pending = false; // an answer from the peer (DONE / GET_DONE) is outstanding
+    bool copy_pending = false;
+    bool pool_waited = false;    // counted once in pool_waits
+    bool credit_waited = false;  // counted once in credit_waits and in the wallet's `waiting`
+    int lslot = -1;              // local bounce slot (initiator partition)
+    int rslot = -1;              // peer slot (credit) of a put
+    mem::CopyHandle copy;
+    FragCompletion comp;
+    gdx_status_t status = GDX_OK;
+};
+
+struct OpCompletion : tp::Completion {
+    Op *op = nullptr;
+};
+
+struct Op {
+    uint32_t id = 0;
+    bool is_put = true;
+    bool small = false;
+    Request *req = nullptr;
+    PeerLink *peer = nullptr;
+    Region *local = nullptr;
+    const RemoteRegion *remote = nullptr;
+    uint64_t loff = 0, roff = 0, len = 0;
+    uint64_t frag = 0;
+    uint32_t nfrags = 0, next = 0;
+    bool decided = false;     // `pending` holds the decision for fragment `next` (kept across back-pressure)
+    uint8_t pending_reasons = 0;
+    bool pending_local_staged = false, pending_remote_staged = false;
+    BouncePool *lpool = nullptr;
+    std::vector<Frag> frags;  // GDX_STAGING_DEPTH entries
+    unsigned staged_active = 0;
+    OpCompletion direct;      // direct transport operations and the final flush (count = outstanding)
+    bool needs_flush = false; // some bytes went straight into the peer's memory: flush before completing
+    bool flush_issued = false;
+    bool small_sent = false;
+    gdx_status_t status = GDX_OK;
+};
+
+class StagingPipeline {
+  public:
+    explicit StagingPipeline(EngineCore &core) : core_(core) {}
+    ~StagingPipeline();
+
+    gdx_status_t submit(bool is_put, PeerLink &peer, Region &local, uint64_t loff, const RemoteRegion &remote,
+                        uint64_t roff, uint64_t len, Request *req);
+    unsigned progress();
+    size_t active() const { return active_.size(); }
+    bool uses_peer(const PeerLink &p) const;
+
+    // Answers addressed to initiator-side state.
+    void on_done(PeerLink &peer, const CtrlMsg &m);
+    void on_get_done(PeerLink &peer, const CtrlMsg &m);
+    void on_small_get_data(PeerLink &peer, const CtrlMsg &m);
+    // Engine teardown: every request fails with GDX_ERR_CANCELED; answers from peers are no longer awaited, but
+    // copies and transport operations in flight still finish (the caller keeps calling progress()).
+    void cancel_all();
+
+  private:
+    bool advance(Op &op);
+    bool start_fragments(Op &op);
+    void decide(Op &op);
+    gdx_status_t issue_direct(Op &op, uint64_t off, uint64_t len);
+    bool step(Frag &f);
+    bool step_put(Frag &f);
+    bool step_get(Frag &f);
+    gdx_status_t start_copy(Frag &f, bool into_slot);
+    bool poll_copy(Frag &f);
+    bool finish_if_quiet(Frag &f);
+    void fail(Frag &f, gdx_status_t st);
+    void fail(Op &op, gdx_status_t st);
+    bool finished(Op &op);
+    void send_small(Op &op);
+    Op *find(uint64_t token, const PeerLink &peer, const char *what);
+    Frag *find_frag(Op &op, uint64_t token);
+    void complete(Op &op);
+    static void frag_completed(tp::Completion *c);
+    static uint64_t token(const Op &op, uint32_t index) { return (uint64_t(op.id) << 32) | index; }
+
+    EngineCore &core_;
+    std::vector<Op *> active_;
+    std::vector<Op *> done_;                 // completed during a pass: callbacks run after it
+    std::vector<std::unique_ptr<Op>> free_;  // recycled Op objects
+    std::unordered_map<uint32_t, Op *> by_id_;
+    uint32_t next_id_ = 1;
+};
+
+} // namespace gdx::fb

@@ -1,0 +1,293 @@
+#include "fallback/staging_target.h"
+
+#include "core/error.h"
+
+#include <cstdio>
+
+namespace gdx::fb {
+
+Region *StagingTarget::check_region(const CtrlMsg &m, unsigned need, const char *what, gdx_status_t *st) {
+    char why[160];
+    Region *r = core_.region(m.region);
+    if (m.length == 0) {
+        *st = GDX_ERR_PROTOCOL;
+        std::snprintf(why, sizeof(why), "zero length");
+    } else if (r == nullptr) {
+        *st = GDX_ERR_ACCESS_DENIED;
+        std::snprintf(why, sizeof(why), "region %#llx is not registered here (stale or forged key)",
+                      static_cast<unsigned long long>(m.region));
+    } else if ((r->access() & need) != need) {
+        *st = GDX_ERR_ACCESS_DENIED;
+        std::snprintf(why, sizeof(why), "region %#llx was not registered for remote %s",
+                      static_cast<unsigned long long>(m.region), need == tp::kAccessRemoteWrite ? "write" : "read");
+    } else if (m.offset > r->length() || m.length > r->length() - m.offset) {
+        *st = GDX_ERR_ACCESS_DENIED;
+        std::snprintf(why, sizeof(why), "[%llu, +%llu) is outside region %#llx of %zu bytes",
+                      static_cast<unsigned long long>(m.offset), static_cast<unsigned long long>(m.length),
+                      static_cast<unsigned long long>(m.region), r->length());
+    } else {
+        return r;
+    }
+    core_.protocol_error(what, why);
+    return nullptr;
+}
+
+void StagingTarget::answer_done(PeerLink &peer, uint64_t token, gdx_status_t st, uint16_t pool, uint16_t slot,
+                                bool keep) {
+    CtrlMsg m;
+    m.type = CtrlType::Done;
+    m.token = token;
+    m.status = st;
+    m.pool = pool;
+    m.slot = slot;
+    m.keep = keep;
+    peer.send(m, false); // a failed send means the peer is gone: it no longer waits for the answer
+}
+
+void StagingTarget::answer_get_done(PeerLink &peer, uint64_t token, gdx_status_t st, bool publishes) {
+    CtrlMsg m;
+    m.type = CtrlType::GetDone;
+    m.token = token;
+    m.status = st;
+    peer.send(m, publishes);
+}
+
+// ---- credits -------------------------------------------------------------------------------------------------
+
+void StagingTarget::on_want(PeerLink &peer, const CtrlMsg &m) {
+    CreditGrantor *g = nullptr;
+    if (gdx_status_t st = core_.grantor(m.pool, &g); st != GDX_OK) {
+        CtrlMsg no; // the peer fails the fragments waiting on this pool instead of waiting forever
+        no.type = CtrlType::Grant;
+        no.pool = m.pool;
+        no.status = st;
+        peer.send(no, false);
+        return;
+    }
+    g->on_want(peer, m.count);
+}
+
+void StagingTarget::on_return(PeerLink &peer, const CtrlMsg &m) {
+    auto it = core_.grantors.find(m.pool);
+    std::string why = "no pool " + std::to_string(m.pool);
+    if (it == core_.grantors.end() || it->second->on_return(peer, m.slots, &why) != GDX_OK)
+        core_.protocol_error("RETURN", why);
+}
+
+// ---- put into a granted slot -------------------------------------------------------------------------------
+
+void StagingTarget::on_filled(PeerLink &peer, const CtrlMsg &m) {
+    auto it = core_.grantors.find(m.pool);
+    std::string why;
+    if (it == core_.grantors.end() || it->second->begin_fill(peer, m.slot, &why) != GDX_OK) {
+        core_.protocol_error("FILLED", it == core_.grantors.end() ? "no pool " + std::to_string(m.pool) : why);
+        answer_done(peer, m.token, GDX_ERR_PROTOCOL, m.pool, m.slot, false);
+        return;
+    }
+    CreditGrantor &g = *it->second;
+    gdx_status_t st = GDX_OK;
+    Region *r = check_region(m, tp::kAccessRemoteWrite, "FILLED", &st);
+    if (r != nullptr && m.length > g.pool().slot_size()) {
+        core_.protocol_error("FILLED", "length " + std::to_string(m.length) + " exceeds the slot size");
+        st = GDX_ERR_PROTOCOL;
+        r = nullptr;
+    }
+    if (r == nullptr) {
+        answer_done(peer, m.token, st, m.pool, m.slot, g.end_fill(peer, m.slot));
+        return;
+    }
+    CopyOutJob &j = copy_outs_.emplace_back();
+    j.peer = &peer;
+    j.grantor = &g;
+    j.region = r;
+    j.slot = m.slot;
+    j.token = m.token;
+    ++r->busy;
+    ++peer.users;
+    // Started here, not at the next progress(): the H2D copy overlaps the next fragment on the wire.
+    st = core_.copy_async(r->ptr(m.offset), g.pool().slot_ptr(m.slot), m.length, r->info().kind, r->info().device,
+                          &j.copy);
+    j.copy_pending = st == GDX_INPROGRESS;
+    if (st != GDX_OK && st != GDX_INPROGRESS) j.status = st;
+    core_.stats.target_bytes_copied += m.length;
+}
+
+// ---- get from a region the initiator cannot reach: stage it out -------------------------------------------------
+
+void StagingTarget::on_get_req(PeerLink &peer, const CtrlMsg &m) {
+    gdx_status_t st = GDX_OK;
+    Region *r = check_region(m, tp::kAccessRemoteRead, "GET_REQ", &st);
+    if (r != nullptr && m.length > core_.params.frag_size(r->info().kind)) {
+        core_.protocol_error("GET_REQ", "length " + std::to_string(m.length) + " exceeds this side's fragment size");
+        st = GDX_ERR_PROTOCOL;
+        r = nullptr;
+    }
+    std::shared_ptr<const tp::RemoteKey> rkey;
+    if (r != nullptr && peer.landing_rkey(m.rkey, core_.iface.md(), &rkey) != GDX_OK) {
+        core_.protocol_error("GET_REQ", "the landing slot's rkey was refused by the transport");
+        st = GDX_ERR_PROTOCOL;
+        r = nullptr;
+    }
+    if (r == nullptr) {
+        answer_get_done(peer, m.token, st, false);
+        return;
+    }
+    StageOutJob &j = stage_outs_.emplace_back();
+    j.peer = &peer;
+    j.region = r;
+    j.token = m.token;
+    j.offset = m.offset;
+    j.length = m.length;
+    j.landing = m.addr;
+    j.landing_rkey = std::move(rkey);
+    ++r->busy;
+    ++peer.users;
+    step(j);
+}
+
+// One transition of a stage-out; true when it made one. The slot comes from the responder partition, which waits on
+// nothing remote: a landing slot a peer holds for this get depends on it (README: deadlock freedom).
+bool StagingTarget::step(StageOutJob &j) {
+    switch (j.state) {
+    case StageOutState::NeedSlot: {
+        if (j.pool == nullptr) {
+            if (gdx_status_t st = core_.pool(j.region->info().kind, j.region->info().device, &j.pool); st != GDX_OK) {
+                j.status = st;
+                j.state = StageOutState::Wait;
+                return true;
+            }
+        }
+        j.slot = j.pool->acquire(SlotRole::Responder);
+        if (j.slot < 0) {
+            if (!j.pool_waited) ++core_.stats.pool_waits;
+            j.pool_waited = true;
+            return false;
+        }
+        gdx_status_t st = core_.copy_async(j.pool->slot_ptr(j.slot), j.region->ptr(j.offset), j.length,
+                                           j.region->info().kind, j.region->info().device, &j.copy);
+        j.copy_pending = st == GDX_INPROGRESS;
+        if (st != GDX_OK && st != GDX_INPROGRESS) j.status = st;
+        j.state = j.status == GDX_OK ? StageOutState::CopyIn : StageOutState::Wait;
+        core_.stats.target_bytes_copied += j.length;
+        return true;
+    }
+    case StageOutState::CopyIn: {
+        if (j.copy_pending) {
+            gdx_status_t st = core_.copy_test(&j.copy);
+            if (st == GDX_INPROGRESS) return false;
+            j.copy_pending = false;
+            if (st != GDX_OK) {
+                j.status = st;
+                j.state = StageOutState::Wait;
+                return true;
+            }
+        }
+        j.state = StageOutState::Transfer;
+        return true;
+    }
+    case StageOutState::Transfer: {
+        j.comp = tp::Completion{};
+        j.comp.count = 1;
+        gdx_status_t st = j.peer->ep().put(j.pool->slot_ptr(j.slot), j.length, &j.pool->memh(), j.landing,
+                                           *j.landing_rkey, &j.comp);
+        if (st == GDX_ERR_NO_RESOURCE) return false;
+        if (st == GDX_OK) j.comp.count = 0;
+        if (st != GDX_OK && st != GDX_INPROGRESS) {
+            j.comp.count = 0;
+            j.status = st;
+            j.state = StageOutState::Wait;
+            return true;
+        }
+        j.state = StageOutState::Wait;
+        return true;
+    }
+    case StageOutState::Wait: return false;
+    }
+    return false;
+}
+
+// ---- small messages: one active message each way, copied synchronously ---------------------------------------------
+
+void StagingTarget::on_small_put(PeerLink &peer, const CtrlMsg &m) {
+    gdx_status_t st = GDX_OK;
+    Region *r = check_region(m, tp::kAccessRemoteWrite, "SMALL_PUT", &st);
+    if (r != nullptr) {
+        st = core_.copy_sync(r->ptr(m.offset), m.data.data(), m.length, r->info().kind, r->info().device);
+        core_.stats.target_bytes_copied += m.length;
+    }
+    answer_done(peer, m.token, st, kNoSlot, kNoSlot, false);
+}
+
+void StagingTarget::on_small_get_req(PeerLink &peer, const CtrlMsg &m) {
+    CtrlMsg a;
+    a.type = CtrlType::SmallGetData;
+    a.token = m.token;
+    std::vector<uint8_t> data;
+    gdx_status_t st = GDX_OK;
+    Region *r = check_region(m, tp::kAccessRemoteRead, "SMALL_GET_REQ", &st);
+    if (r != nullptr && m.length + kSmallGetDataOverhead > core_.iface.caps().max_am_bcopy) {
+        core_.protocol_error("SMALL_GET_REQ", "length " + std::to_string(m.length) + " does not fit one message");
+        st = GDX_ERR_PROTOCOL;
+        r = nullptr;
+    }
+    if (r != nullptr) {
+        data.resize(m.length);
+        st = core_.copy_sync(data.data(), r->ptr(m.offset), m.length, r->info().kind, r->info().device);
+        core_.stats.target_bytes_copied += m.length;
+    }
+    a.status = st;
+    if (st == GDX_OK) a.data = data;
+    peer.send(a, false);
+}
+
+// ---- progress ------------------------------------------------------------------------------------------------
+
+unsigned StagingTarget::progress() {
+    unsigned n = 0;
+    for (auto it = copy_outs_.begin(); it != copy_outs_.end();) {
+        CopyOutJob &j = *it;
+        if (j.copy_pending) {
+            gdx_status_t st = core_.copy_test(&j.copy);
+            if (st == GDX_INPROGRESS) {
+                ++it;
+                continue;
+            }
+            j.copy_pending = false;
+            if (st != GDX_OK) j.status = st;
+        }
+        bool keep = j.grantor->end_fill(*j.peer, j.slot);
+        answer_done(*j.peer, j.token, j.status, j.grantor->pool().id(), j.slot, keep);
+        --j.region->busy;
+        --j.peer->users;
+        it = copy_outs_.erase(it);
+        ++n;
+    }
+    for (auto it = stage_outs_.begin(); it != stage_outs_.end();) {
+        StageOutJob &j = *it;
+        for (int guard = 0; guard < 8 && step(j); ++guard) ++n;
+        if (j.state != StageOutState::Wait || j.copy_pending || j.comp.count != 0) {
+            ++it;
+            continue;
+        }
+        if (j.status == GDX_OK && j.comp.status != GDX_OK) j.status = j.comp.status;
+        // Answered only once the put has completed, with its outcome: the initiator takes GET_DONE as proof that
+        // its landing slot holds the bytes (fenced, so it is read after the put on transports that pipeline).
+        answer_get_done(*j.peer, j.token, j.status, j.status == GDX_OK);
+        if (j.slot >= 0) j.pool->release(static_cast<unsigned>(j.slot));
+        --j.region->busy;
+        --j.peer->users;
+        it = stage_outs_.erase(it);
+        ++n;
+    }
+    return n;
+}
+
+bool StagingTarget::uses_peer(const PeerLink &p) const {
+    for (const CopyOutJob &j : copy_outs_)
+        if (j.peer == &p) return true;
+    for (const StageOutJob &j : stage_outs_)
+        if (j.peer == &p) return true;
+    return false;
+}
+
+} // namespace gdx::fb
