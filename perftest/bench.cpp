@@ -14,9 +14,11 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 // Waits (progressing) until cond() holds; fails after timeout_s without any progress event.
 template <typename Cond>
-gdx_status_t wait_for(DataPath &dp, double timeout_s, const char *what, std::string *why, Cond cond) {
+gdx_status_t wait_for(DataPath &dp, double timeout_s, const char *what, std::string *why, Cond cond,
+                      Control *keepalive = nullptr) {
     auto last = Clock::now(), checked = last;
     while (!cond()) {
+        if (keepalive != nullptr && keepalive->keepalive(&dp, why) != GDX_OK) return GDX_ERR_CONNECTION_RESET;
         if (dp.progress() != 0) {
             last = Clock::now();
             continue;
@@ -77,9 +79,12 @@ gdx_status_t stream(PairContext &c, uint64_t n, uint64_t window, Pending *p, con
                     Op op) {
     for (uint64_t i = 0; i < n; ++i) {
         if (p->outstanding >= static_cast<int64_t>(window)) {
-            gdx_status_t st = wait_for(c.dp, c.opt.timeout_s, what, why,
-                                       [&] { return p->outstanding < static_cast<int64_t>(window); });
+            gdx_status_t st = wait_for(
+                c.dp, c.opt.timeout_s, what, why, [&] { return p->outstanding < static_cast<int64_t>(window); },
+                &c.ctl);
             if (st != GDX_OK) return st;
+        } else if (i % 64 == 0 && c.ctl.keepalive(&c.dp, why) != GDX_OK) {
+            return GDX_ERR_CONNECTION_RESET;
         }
         gdx_status_t st = post(c.dp, c.opt.timeout_s, what, why, op);
         if (st != GDX_OK) return st;
@@ -230,8 +235,9 @@ TestOutcome client_test(PairContext &c, Test t, uint64_t size) {
             gdx_status_t st = stream(c, count * window, window, &p, what, &why, op);
             if (st == GDX_OK && t == Test::AmBw) {
                 uint64_t target = (first + count) * window;
-                st = wait_for(c.dp, opt.timeout_s, "the receiver's acknowledgement", &why,
-                              [&] { return c.am.ack_value >= target; });
+                st = wait_for(
+                    c.dp, opt.timeout_s, "the receiver's acknowledgement", &why,
+                    [&] { return c.am.ack_value >= target; }, &c.ctl);
             }
             if (st != GDX_OK) return fail(where_base + ": " + why);
             if (first >= warmup) timed += since(t0);
@@ -283,7 +289,7 @@ TestOutcome client_test(PairContext &c, Test t, uint64_t size) {
                 st = post(c.dp, opt.timeout_s, "ping", &why, [&] { return c.dp.am(kAmPing, 0, size, &p); });
             }
             if (st == GDX_OK)
-                st = wait_for(c.dp, opt.timeout_s, "the pong", &why, [&] { return c.am.pongs > it; });
+                st = wait_for(c.dp, opt.timeout_s, "the pong", &why, [&] { return c.am.pongs > it; }, &c.ctl);
             if (st != GDX_OK) return fail(where + ": " + why);
             if (it >= warmup) rtts.push_back(since(t0));
             if (!c.am.error.empty()) return fail(where + ": " + c.am.error);
@@ -408,7 +414,9 @@ gdx_status_t server_test(PairContext &c, const Message &begin, std::string *why)
         Message m;
         st = c.ctl.finish(&m, why);
         if (st != GDX_OK) return st;
-        if (m.type == Msg::Fill) {
+        if (m.type == Msg::Idle) {
+            // The client's keepalive in a long phase: nothing to do but wait again.
+        } else if (m.type == Msg::Fill) {
             std::string w;
             st = c.buf.fill(m.u64(0), m.u64(1), m.u64(2), &w) == GDX_OK ? c.ctl.reply(Msg::Ok, {}, &c.dp, why)
                                                                          : c.ctl.reply(Msg::Error, {"fill: " + w}, &c.dp, why);

@@ -192,7 +192,15 @@ gdx_status_t Control::exchange(const Message &mine, Message *theirs, DataPath *d
     start(mine);
     while (!done())
         if (dp == nullptr || dp->progress() == 0) std::this_thread::yield();
-    return finish(theirs, why);
+    gdx_status_t st = finish(theirs, why);
+    last_ = std::chrono::steady_clock::now();
+    return st;
+}
+
+gdx_status_t Control::keepalive(DataPath *dp, std::string *why) {
+    if (std::chrono::steady_clock::now() - last_ < std::chrono::duration<double>(timeout_s_ / 3)) return GDX_OK;
+    Message ignored;
+    return exchange(Message{Msg::Idle, {}}, &ignored, dp, why);
 }
 
 gdx_status_t Control::call(Msg type, const std::vector<std::string> &fields, Msg expect, Message *reply,

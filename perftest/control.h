@@ -15,6 +15,7 @@
 #include "gdx/status.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -83,6 +84,9 @@ class Control {
     bool broken() const { return broken_; }
     // Best effort: tells the peer this side failed (skipped when the channel is already broken).
     void notify_failure(const std::string &message, DataPath *dp);
+    // Client, inside long phases: every third of --timeout, an empty exchange, which restarts the server's
+    // bounded wait for the next request (one round trip per period; the server answers it with nothing).
+    gdx_status_t keepalive(DataPath *dp, std::string *why);
     gdx_status_t finish(Message *theirs, std::string *why);
 
     // Client: sends a request, returns the server's reply; a reply of another type than `expect` (an Error:
@@ -100,6 +104,7 @@ class Control {
     gdx_status_t result_ = GDX_OK;
     bool broken_ = false;
     uint64_t exchanges_ = 0; // completed; the first one is the rendezvous
+    std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
     double timeout_s_ = 60;
     std::string result_why_;
     std::vector<std::vector<uint8_t>> gathered_;

@@ -283,6 +283,7 @@ int run_server(Options opt, Control &ctl, bool quiet) {
             return 1;
         }
         switch (m.type) {
+        case Msg::Idle: break; // a keepalive that crossed the end of a test
         case Msg::Spec: {
             ctx.reset();
             dp.reset();

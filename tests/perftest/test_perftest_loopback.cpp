@@ -132,3 +132,18 @@ TEST(PerftestLoopback, UnknownTransportInThisBuildIsNamed) {
     EXPECT_EQ(r.status, 1) << r.out;
     EXPECT_TRUE(has(r.out, "transport 'rc'")) << r.out;
 }
+
+TEST(PerftestLoopback, PhaseLongerThanTheTimeoutSurvivesThroughKeepalives) {
+    // --timeout bounds every wait, and the server waits for the client's next request through a whole measured
+    // phase: the client's keepalives must carry a phase that outlasts it (about 3 GB here; no time asserted).
+    auto r = run("", "--loopback -x tcp -t put_bw -s 256K -n 400 -W 32 --timeout 1 --no-decisions");
+    EXPECT_EQ(r.status, 0) << r.out;
+    std::istringstream in(r.out);
+    std::string line, test, size;
+    bool row = false;
+    while (std::getline(in, line)) {
+        std::istringstream f(line);
+        if (f >> test >> size && test == "put_bw" && size == "256K") row = true;
+    }
+    EXPECT_TRUE(row) << r.out;
+}
