@@ -1,136 +1,134 @@
 #!/usr/bin/env bash
 # The GPU anchor: the same message sizes through NCCL (bench/nccl_anchor, the intranode harness) and through
 # gdx_perftest, printed as one table, so gdx's GPU figures sit next to a reference every GPU user trusts.
-# One non-interactive command, bounded in time (under 4 minutes, build included when the binaries exist
-# already; a first build of the two targets is bounded by --build-timeout).
+# One non-interactive command, bounded in time: under 4 minutes once the two binaries exist (a first build of
+# just those two targets is bounded separately by --build-timeout).
 #
-#   bench/anchor_gpu.sh [--out FILE] [--build DIR] [--sizes LIST] [--build-timeout S]
-#     --out FILE   where the report goes (default bench/results/anchor-gpu-<UTC date>.txt); also printed
-#     --build DIR  build tree to use or create (default build-gpu, as scripts/test-gpu.sh)
-#     --sizes LIST comma list with K/M/G (default 8,1K,64K,1M,4M,16M,64M,256M)
+#   bench/anchor_gpu.sh [--out FILE] [--build DIR] [--gpus A,B] [--build-timeout S]
+#     --out FILE   the report (default bench/results/anchor-gpu-<UTC time>.txt); also printed; raw output and
+#                  gdx_perftest's JSON go to FILE's name with .d instead of .txt
+#     --build DIR  build tree to use, or create (default build-gpu, as scripts/test-gpu.sh)
+#     --gpus A,B   the GPU pair (default 0,1)
 #
-# Rows: one per size. Columns, when the machine has them:
-#   nccl         NCCL send/recv between GPU0 and GPU1 (needs 2 GPUs), GB/s and us per message
-#   gdx g0->g1   gdx_perftest put_bw / put_lat, cuda:0 -> cuda:1, -x auto (CUDA IPC), with the path gdx reports
-#   gdx staged   the same pair with --path staged (every fragment through pinned host buffers)
-#   gdx g0->g0   cuda:0 -> cuda:0 (one GPU), -x auto
-#   gdx h->g0    host -> cuda:0 over shm (GPU memory staged by gdx)
-# A column that cannot run here says n/a and why, under the table. Figures are medians of nothing: one run
-# each, as printed by the tools; the JSON files next to the report hold every field (plot them with
-# perftest/plot_results.py).
+# Pairs of columns, GPU A -> GPU B, each NCCL mode next to the gdx path that does the same thing:
+#   nccl p2p     | gdx cuda_ipc   NVLink / PCIe peer-to-peer         (gdx_perftest -x cuda_ipc)
+#   nccl shm     | gdx staged     through pinned host memory         (gdx_perftest -x cuda_ipc --path staged)
+#   nccl socket  | gdx tcp        through the network stack, loopback (gdx_perftest -x tcp: GPU memory staged)
+# Rows: the harness's sizes: latency at 1 KiB (half a round trip, us) and bandwidth 64 KiB..256 MiB (GB/s =
+# 1e9 B/s, the receiver's view). gdx's cells carry the path gdx reported (direct / staged / mixed), and '!' when
+# a figure is above that path's sanity limit. With one GPU only gdx's same-GPU figures are measured (NCCL
+# needs two); without a GPU, host memory over shm, so the command still says what it could do. Every column
+# that could not run says n/a, and why, under the table.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out="" build=build-gpu sizes="8,1K,64K,1M,4M,16M,64M,256M" build_timeout=150
+out="" build=build-gpu gpus=0,1 build_timeout=200
 cmdline="$0 $*"
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
-    --sizes) sizes="$2"; shift 2 ;;
+    --gpus) gpus="$2"; shift 2 ;;
     --build-timeout) build_timeout="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "anchor_gpu.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+case "$gpus" in [0-9]*,[0-9]*) ;; *) echo "anchor_gpu.sh: --gpus takes A,B (e.g. 0,1), not '$gpus'" >&2; exit 2 ;; esac
+ga=${gpus%,*} gb=${gpus#*,}
 [ -n "$out" ] || out="bench/results/anchor-gpu-$(date -u +%Y%m%d-%H%M%S).txt"
-mkdir -p "$(dirname "$out")" || { echo "anchor_gpu.sh: cannot create $(dirname "$out")" >&2; exit 2; }
 work="${out%.txt}.d"
-mkdir -p "$work" || { echo "anchor_gpu.sh: cannot create $work" >&2; exit 2; }
-start=$SECONDS
-budget=230 # seconds for the whole script; every step gets what is left, at most its own cap
-left() { local l=$((budget - (SECONDS - start))); [ $l -lt 5 ] && l=5; echo $l; }
-cap() { local l; l=$(left); [ "$l" -gt "$1" ] && echo "$1" || echo "$l"; }
+mkdir -p "$(dirname "$out")" "$work" || { echo "anchor_gpu.sh: cannot create $work" >&2; exit 2; }
 py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
 
 # ---- build (only what is missing) ------------------------------------------------------------------------
 perftest="$build/perftest/gdx_perftest"
 nccl_bin="$build/bench/nccl_anchor"
-targets=(gdx_perftest)
-grep -qs "nccl_anchor" bench/CMakeLists.txt && targets+=(nccl_anchor)
-need_build=0
-for t in "${targets[@]}"; do
-  case "$t" in gdx_perftest) [ -x "$perftest" ] || need_build=1 ;; nccl_anchor) [ -x "$nccl_bin" ] || need_build=1 ;; esac
-done
-if [ $need_build = 1 ]; then
+targets=()
+[ -x "$perftest" ] || targets+=(gdx_perftest)
+[ -x "$nccl_bin" ] || { grep -qs nccl_anchor bench/CMakeLists.txt && targets+=(nccl_anchor); }
+if [ ${#targets[@]} -gt 0 ]; then
   gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-  echo "anchor_gpu.sh: building ${targets[*]} in $build (at most ${build_timeout}s)"
+  echo "anchor_gpu.sh: building ${targets[*]} in $build (at most ${build_timeout}s; log $work/build.log)"
   if [ ! -f "$build/CMakeCache.txt" ]; then
     timeout "$build_timeout" cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGDX_BUILD_UCT=OFF \
       > "$work/build.log" 2>&1 || { tail -20 "$work/build.log"; echo "anchor_gpu.sh: configure failed" >&2; exit 1; }
   fi
   timeout "$build_timeout" cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >> "$work/build.log" 2>&1 ||
-    { tail -30 "$work/build.log"; echo "anchor_gpu.sh: build failed or took over ${build_timeout}s (log: $work/build.log)" >&2; exit 1; }
-  start=$SECONDS # the run budget starts after the build
+    { tail -30 "$work/build.log"; echo "anchor_gpu.sh: build failed or took over ${build_timeout}s" >&2; exit 1; }
 fi
 [ -x "$perftest" ] || { echo "anchor_gpu.sh: $perftest missing after the build" >&2; exit 1; }
 
+start=$SECONDS
+budget=225 # the measurement, all steps together; each step gets at most what is left
+cap() { local l=$((budget - (SECONDS - start))); [ $l -lt 5 ] && l=5; [ "$l" -gt "$1" ] && echo "$1" || echo "$l"; }
+
 # ---- header ----------------------------------------------------------------------------------------------
 ngpu=0
-if command -v nvidia-smi >/dev/null; then
-  ngpu=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | grep -c . || true)
-fi
+command -v nvidia-smi >/dev/null && ngpu=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | grep -c . || true)
 {
-  echo "# anchor_gpu: NCCL and gdx_perftest, same sizes"
+  echo "# anchor_gpu: NCCL and gdx_perftest at the same sizes, GPU $ga -> GPU $gb"
   echo "# command: $cmdline"
   echo "# date: $(date -u +%FT%TZ)"
-  echo "# machine: $(uname -srm), $(nproc) cores, $(git rev-parse --short HEAD 2>/dev/null || echo '?') $(git diff --quiet 2>/dev/null || echo '(+ local changes)')"
+  echo "# machine: $(uname -n), $(uname -srm), $(nproc) cores; gdx $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' + local changes')"
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader 2>&1 | sed 's/^/# gpu: /'
-    nvidia-smi topo -m 2>/dev/null | sed 's/^/# topo: /' | head -12
+    nvidia-smi topo -m 2>/dev/null | head -8 | sed 's/^/# topo: /'
   else
     echo "# gpu: nvidia-smi not found"
   fi
-  echo "# sizes: $sizes"
 } > "$out"
-
-# ---- runs --------------------------------------------------------------------------------------------------
 notes="$work/notes.txt"
 : > "$notes"
-run_gdx() { # name, then gdx_perftest arguments
+
+# ---- NCCL first: its sizes are the table's ---------------------------------------------------------------
+for m in p2p shm socket; do
+  if [ "$ngpu" -lt 2 ]; then
+    echo "nccl $m: n/a: NCCL send/recv needs 2 GPUs ($ngpu here)" >> "$notes"
+  elif [ ! -x "$nccl_bin" ]; then
+    echo "nccl $m: n/a: $nccl_bin not built (bench/nccl_anchor.cpp missing from this tree?)" >> "$notes"
+  elif ! timeout -k 5 "$(cap 30)" "$nccl_bin" --mode "$m" --gpus "$gpus" > "$work/nccl-$m.txt" 2>&1; then
+    echo "nccl $m: n/a: nccl_anchor --mode $m failed (exit $?): $(tail -1 "$work/nccl-$m.txt")" >> "$notes"
+  elif grep -q "| skipped" "$work/nccl-$m.txt"; then
+    echo "nccl $m: n/a: $(grep -m1 '| skipped' "$work/nccl-$m.txt" | awk -F'|' '{print $NF}' | sed 's/^ *//')" >> "$notes"
+  fi
+done
+# Sizes NCCL printed ("64KiB" -> 64K), else the harness's own list.
+bw_sizes=$(cat "$work"/nccl-*.txt 2>/dev/null | awk -F'|' '$3 ~ /bw/ {gsub(/ /,"",$4); print $4}' | sort -u |
+           sed 's/KiB$/K/; s/MiB$/M/; s/GiB$/G/; s/B$//' | sort -h | paste -sd, -)
+[ -n "$bw_sizes" ] || bw_sizes="64K,1M,16M,256M"
+lat_size=1K
+
+# ---- gdx_perftest: the same sizes, the matching paths ----------------------------------------------------
+run_gdx() { # column name, then gdx_perftest arguments
   local name=$1; shift
-  local t; t=$(cap 60)
-  if timeout -k 5 "$t" "$perftest" --loopback -t put_bw,put_lat -s "$sizes" --no-decisions --timeout 30 \
-       --json "$work/$name.json" "$@" > "$work/$name.txt" 2>&1; then
-    return 0
-  fi
-  echo "$name: n/a: gdx_perftest $* failed (exit $?): $(grep -m1 'gdx_perftest' "$work/$name.txt" || tail -1 "$work/$name.txt")" >> "$notes"
+  local args=(--loopback -t put_bw,put_lat -s "$lat_size,$bw_sizes" --no-decisions --timeout 30 --json "$work/$name.json" "$@")
+  local rc=0
+  timeout -k 5 "$(cap 60)" "$perftest" "${args[@]}" > "$work/$name.txt" 2>&1 || rc=$?
+  [ $rc = 0 ] && return 0
+  echo "$name: n/a: gdx_perftest ${args[*]} failed (exit $rc$([ $rc = 124 ] && echo ', timed out')): $(grep -m1 '^gdx_perftest' "$work/$name.txt" || tail -1 "$work/$name.txt")" >> "$notes"
   rm -f "$work/$name.json"
-  return 1
 }
-
 if [ "$ngpu" -ge 2 ]; then
-  run_gdx g0g1 -m cuda:0 -M cuda:1
-  run_gdx staged -m cuda:0 -M cuda:1 --path staged
+  run_gdx cuda_ipc -m "cuda:$ga" -M "cuda:$gb" -x cuda_ipc
+  run_gdx staged -m "cuda:$ga" -M "cuda:$gb" -x cuda_ipc --path staged
+  run_gdx tcp -m "cuda:$ga" -M "cuda:$gb" -x tcp
+elif [ "$ngpu" -eq 1 ]; then
+  echo "gdx GPU $ga -> GPU $gb: n/a: 1 GPU here; measured GPU 0 -> GPU 0 instead (columns marked g0->g0)" >> "$notes"
+  run_gdx cuda_ipc -m cuda:0 -M cuda:0 -x cuda_ipc
+  run_gdx staged -m cuda:0 -M cuda:0 -x cuda_ipc --path staged
+  run_gdx tcp -m cuda:0 -M cuda:0 -x tcp
 else
-  echo "g0g1, staged: n/a: $ngpu GPU(s) here, these need 2" >> "$notes"
-fi
-if [ "$ngpu" -ge 1 ]; then
-  run_gdx g0g0 -m cuda:0 -M cuda:0
-  run_gdx h2g0 -m host -M cuda:0 -x shm
-else
-  echo "g0g0, h2g0: n/a: no GPU here ($("$perftest" --loopback -m cuda:0 -s 8 2>&1 | head -1))" >> "$notes"
-  run_gdx host -m host -M host # so the table is never empty: host memory over shm
-fi
-
-# NCCL: the intranode harness, same sizes, GPU0 <-> GPU1.
-if [ "$ngpu" -lt 2 ]; then
-  echo "nccl: n/a: NCCL send/recv needs 2 GPUs ($ngpu here)" >> "$notes"
-elif [ ! -x "$nccl_bin" ]; then
-  echo "nccl: n/a: $nccl_bin not built (bench/nccl_anchor.cpp not in this tree, or NCCL not found at build time)" >> "$notes"
-else
-  t=$(cap 90)
-  if ! timeout -k 5 "$t" "$nccl_bin" --sizes "$sizes" --json "$work/nccl.json" > "$work/nccl.txt" 2>&1; then
-    echo "nccl: n/a: $nccl_bin failed (exit $?): $(tail -1 "$work/nccl.txt")" >> "$notes"
-    rm -f "$work/nccl.json"
-  fi
+  echo "gdx GPU columns: n/a: no GPU here; host -> host over shm measured instead (column 'gdx host', to 16M)" >> "$notes"
+  bw_sizes=$(echo "$bw_sizes" | tr , '\n' | awk '{n=$0; m=1; if (n ~ /K$/) m=1024; if (n ~ /M$/) m=1048576; if (n ~ /G$/) m=1073741824; sub(/[KMG]$/,"",n); if (n*m <= 16777216) print $0}' | paste -sd, -)
+  run_gdx host -m host -M host -x shm
 fi
 
-# ---- one table ----------------------------------------------------------------------------------------------
-"$py" - "$work" "$sizes" >> "$out" <<'PY'
-import json, math, os, sys
-work, sizes = sys.argv[1], sys.argv[2]
+# ---- one table -------------------------------------------------------------------------------------------
+"$py" - "$work" "$lat_size,$bw_sizes" "$ngpu" >> "$out" <<'PY'
+import json, math, os, re, sys
+work, sizes, ngpu = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
 def parse_size(s):
     s = s.strip().upper()
@@ -143,65 +141,73 @@ def label(n):
             return "%d%s" % (n >> sh, u)
     return str(n)
 
-def load(name):
-    p = os.path.join(work, name + ".json")
+def nccl_rows(mode):
+    rows = {}
     try:
-        with open(p) as f:
-            return json.load(f)
+        lines = open(os.path.join(work, "nccl-%s.txt" % mode)).read().splitlines()
+    except OSError:
+        return rows
+    for l in lines:
+        f = [x.strip() for x in l.split("|")]
+        if len(f) < 5 or not f[1].startswith("nccl") or f[2] not in ("bw", "lat"):
+            continue
+        m = re.match(r"([\d.]+)", f[4])
+        sz = re.match(r"(\d+)(KiB|MiB|GiB|B)$", f[3])
+        if not m or not sz:
+            continue
+        n = int(sz.group(1)) * {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[sz.group(2)]
+        rows[(f[2], n)] = float(m.group(1))
+    return rows
+
+def gdx_rows(name):
+    try:
+        doc = json.load(open(os.path.join(work, name + ".json")))
     except (OSError, ValueError):
         return None
-
-cols = [("gdx g0->g1", "g0g1"), ("gdx staged", "staged"), ("gdx g0->g0", "g0g0"), ("gdx h->g0", "h2g0"),
-        ("gdx host", "host")]
-data = {}
-for title, name in cols:
-    doc = load(name)
-    if doc is None:
-        continue
+    rows = {}
     for r in doc.get("rows", []):
-        key = (title, r["test"], int(r["size"]))
-        data[key] = r
-nccl = load("nccl")
-nccl_rows = {}
-if nccl is not None:
-    # Accepts {"rows": [{"size": N, "bw_GBps": x, "time_us": y}, ...]} (bench/nccl_anchor --json).
-    for r in nccl.get("rows", []):
-        try:
-            nccl_rows[int(r["size"])] = r
-        except (KeyError, ValueError, TypeError):
-            pass
-present = [t for t, n in cols if any(k[0] == t for k in data)]
-hdr = ["size", "nccl GB/s", "nccl us"]
-for t in present:
-    hdr += [t + " GB/s", t + " lat us", t + " path"]
-rows = []
-for s in [parse_size(x) for x in sizes.split(",") if x.strip()]:
-    row = [label(s)]
-    n = nccl_rows.get(s)
-    fmt = lambda v, p=2: ("%.*f" % (p, v)) if isinstance(v, (int, float)) and math.isfinite(v) else "n/a"
-    row += [fmt(n.get("bw_GBps")) if n else "n/a", fmt(n.get("time_us")) if n else "n/a"]
-    for t in present:
-        bw = data.get((t, "put_bw", s))
-        lat = data.get((t, "put_lat", s))
-        row += [fmt(bw["bw_GBps"]) if bw else "n/a",
-                fmt(lat["lat_us"]["avg"]) if lat and isinstance(lat.get("lat_us"), dict) else "n/a",
-                ((bw or lat or {}).get("transport", "?") + ":" + (bw or lat or {}).get("path_kind", "n/a")
-                 if (bw or lat) else "n/a") + (" !" if (bw and bw.get("warning")) else "")]
-    rows.append(row)
-widths = [max(len(str(r[i])) for r in rows + [hdr]) for i in range(len(hdr))]
+        metric = "lat" if r["test"] == "put_lat" else "bw"
+        v = r["lat_us"]["avg"] if metric == "lat" and isinstance(r.get("lat_us"), dict) else r.get("bw_GBps")
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            rows[(metric, int(r["size"]))] = (v, r.get("path_kind", "?"), bool(r.get("warning")))
+    return rows
+
+pairs = [("p2p", "cuda_ipc"), ("shm", "staged"), ("socket", "tcp")] if ngpu >= 1 else [(None, "host")]
+suffix = " g0->g0" if ngpu == 1 else ""
+cols, data = [], {}
+for nccl_mode, gdx_name in pairs:
+    if nccl_mode is not None:
+        cols.append(("nccl " + nccl_mode, "nccl", nccl_rows(nccl_mode)))
+    cols.append(("gdx " + gdx_name + suffix, "gdx", gdx_rows(gdx_name)))
+
+lat_size, *bw = [parse_size(x) for x in sizes.split(",") if x.strip()]
+keys = [("lat", lat_size)] + [("bw", s) for s in bw]
+hdr = ["metric", "size"] + [c[0] for c in cols]
+table = []
+for metric, size in keys:
+    row = [("lat us" if metric == "lat" else "bw GB/s"), label(size)]
+    for title, kind, rows in cols:
+        if rows is None or (metric, size) not in rows:
+            row.append("n/a")
+        elif kind == "nccl":
+            row.append("%.2f" % rows[(metric, size)])
+        else:
+            v, path, warned = rows[(metric, size)]
+            row.append("%.2f %s%s" % (v, path, " !" if warned else ""))
+    table.append(row)
+w = [max(len(str(r[i])) for r in table + [hdr]) for i in range(len(hdr))]
 print("#")
-print("  ".join(h.rjust(w) for h, w in zip(hdr, widths)))
-for r in rows:
-    print("  ".join(str(c).rjust(w) for c, w in zip(r, widths)))
-print("# GB/s = 1e9 bytes/s; gdx lat = one-way (half the put+notify round trip); path = transport:what gdx")
-print("# reported (direct / staged / mixed; '!' = above the path's sanity limit, see the JSON's warning).")
+print("  ".join(h.rjust(x) for h, x in zip(hdr, w)))
+for r in table:
+    print("  ".join(str(c).rjust(x) for c, x in zip(r, w)))
+print("#")
+print("# lat: half a round trip at 1 KiB (nccl: send/recv ping-pong with stream sync, median; gdx: put + completion")
+print("#      + notify, each way, average); bw: receiver's view (nccl: N sends then a 1-byte answer, median of 3;")
+print("#      gdx: put_bw, every put complete at the destination, one run). gdx cells: value and the path gdx")
+print("#      reported; '!' = above the path's sanity limit (the JSON's warning says which).")
 PY
 {
   if [ -s "$notes" ]; then echo "# not measured:"; sed 's/^/#   /' "$notes"; fi
-  for f in "$work"/*.txt; do
-    [ "$(basename "$f")" = notes.txt ] || [ "$(basename "$f")" = build.log ] && continue
-    grep -h "^# decision\|WARNING\|warning" "$f" 2>/dev/null | head -5 | sed "s|^|# $(basename "$f" .txt): |"
-  done
-  echo "# raw output and JSON: $work ($(( SECONDS - start ))s)"
+  echo "# raw output and JSON: $work (measurement took $(( SECONDS - start ))s)"
 } >> "$out"
 cat "$out"
