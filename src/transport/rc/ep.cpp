@@ -139,6 +139,18 @@ void RcEndpoint::drain() {
         return;
     }
     unsigned sends = static_cast<unsigned>(slots_.size()) - sq_free_, recvs = rx_posted_;
+    // Some of ours may already sit in the stash (polled by arm_wakeup or by another endpoint's drain).
+    std::erase_if(I.stash_, [&](const std::pair<ibv_wc, bool> &e) {
+        if (static_cast<uint32_t>(e.first.wr_id >> 32) != serial_) return false;
+        if (e.second) {
+            --sends;
+            Slot &s = slots_[e.first.wr_id & 0xffffffff];
+            if (s.txbuf >= 0) I.txbuf_put(s.txbuf), s.txbuf = -1;
+        } else {
+            --recvs;
+        }
+        return true;
+    });
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while ((sends > 0 || recvs > 0) && std::chrono::steady_clock::now() < deadline) {
         for (bool send : {true, false}) {
@@ -289,7 +301,10 @@ bool RcEndpoint::has_resources() const {
 }
 
 bool RcEndpoint::busy() const {
-    return (credit_owed_ && sq_free_ > 0) || (pend_head_ != nullptr && has_resources());
+    // Credits come back by RDMA WRITE, which raises no completion here: a request parked for credits must be
+    // polled for (arm_wakeup says BUSY), while one parked for send slots or buffers waits for a completion.
+    bool credit_bound = connected_ && error_ == GDX_OK && credits() <= 0;
+    return (credit_owed_ && sq_free_ > 0) || (pend_head_ != nullptr && (has_resources() || credit_bound));
 }
 
 gdx_status_t RcEndpoint::repost(unsigned idx) {
@@ -379,6 +394,7 @@ gdx_status_t RcEndpoint::pending_add(PendingRequest *req) {
     if (pend_tail_) pend_tail_->next = req;
     else pend_head_ = req;
     pend_tail_ = req;
+    iface_->mark_busy(this); // progress() looks at it from now on
     return GDX_OK;
 }
 
@@ -391,7 +407,11 @@ void RcEndpoint::on_send(const ibv_wc &wc) {
     if (s.txbuf >= 0) iface_->txbuf_put(s.txbuf), s.txbuf = -1;
     gdx_status_t st = GDX_OK;
     if (wc.status != IBV_WC_SUCCESS) {
-        if (wc.status != IBV_WC_WR_FLUSH_ERR) {
+        if (wc.status == IBV_WC_WR_FLUSH_ERR && error_ == GDX_OK) {
+            // Flushed without an error of ours: the QP was moved to the error state by the peer's side (e.g. a
+            // remote access error it detected) or by the device.
+            fail(GDX_ERR_CONNECTION_RESET, "send flushed: the queue pair entered the error state");
+        } else if (wc.status != IBV_WC_WR_FLUSH_ERR) {
             const char *what = wc.status == IBV_WC_REM_ACCESS_ERR
                                    ? "the peer's NIC refused the access (bad rkey, range or rights)"
                                : wc.status == IBV_WC_RETRY_EXC_ERR
@@ -420,6 +440,8 @@ void RcEndpoint::on_recv(const ibv_wc &wc) {
         if (wc.status != IBV_WC_WR_FLUSH_ERR)
             fail(status_of(wc.status), "receive failed: %s (vendor error 0x%x)", ibv_wc_status_str(wc.status),
                  wc.vendor_err);
+        else if (connected_)
+            fail(GDX_ERR_CONNECTION_RESET, "receive flushed: the queue pair entered the error state");
         return;
     }
     uint32_t imm = (wc.wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc.imm_data) : 0;

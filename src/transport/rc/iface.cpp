@@ -219,10 +219,11 @@ unsigned RcInterface::progress() {
         b.swap(busy_);
         for (RcEndpoint *ep : b) ep->in_busy_ = false;
         for (RcEndpoint *ep : b) {
-            // Destroyed endpoints removed themselves from busy_ before the swap; these are alive.
+            // Destroyed endpoints removed themselves from busy_ before the swap; these are alive (callbacks
+            // must not destroy endpoints of this interface from within progress()).
             if (ep->credit_owed_) ep->announce_credits(true);
             ep->dispatch_pending();
-            if (ep->busy()) mark_busy(ep);
+            if (ep->pend_head_ != nullptr || ep->credit_owed_) mark_busy(ep);
         }
     }
     return events;
@@ -247,7 +248,10 @@ gdx_status_t RcInterface::arm_wakeup() {
     if (int rc = ibv_req_notify_cq(recv_cq_, 0)) return fail_errno(GDX_ERR_DRIVER, rc, kComp, "ibv_req_notify_cq");
     poll(send_cq_, true, &stash_);
     poll(recv_cq_, false, &stash_);
-    return stash_.empty() && busy_.empty() ? GDX_OK : GDX_ERR_BUSY;
+    if (!stash_.empty()) return GDX_ERR_BUSY;
+    for (RcEndpoint *ep : busy_)
+        if (ep->busy()) return GDX_ERR_BUSY;
+    return GDX_OK;
 }
 
 } // namespace gdx::tp::rc

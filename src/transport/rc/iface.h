@@ -31,7 +31,7 @@ class RcEndpoint;
 // QP timing from GDX_PEER_TIMEOUT: a dead peer is detected within (retry_cnt + 1) * 4.096 us * 2^timeout.
 struct QpTiming {
     uint8_t timeout = 0; // 0 = infinite (GDX_PEER_TIMEOUT=inf)
-    uint8_t retry_cnt = 7;
+    uint8_t retry_cnt = 6; // not 7: soft-RoCE (rxe_comp.c) treats 7 as "retry forever", like rnr_retry
     double bound_s = 0;  // the detection bound this gives, for logs and tests
     static QpTiming from(std::chrono::nanoseconds peer_timeout);
 };

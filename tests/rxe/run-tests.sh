@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# run-tests.sh <build-dir>: the RDMA test set (ctest label rdma) inside one soft-RoCE guest boot.
+#
+#   tests/rxe/run-tests.sh build            # what scripts/test.sh runs
+#
+# Runs `ctest --test-dir <build-dir> -L rdma --output-on-failure` in the guest through run-in-rxe-vm.sh
+# and exits with its status (124: the run timed out; 125: the VM or the harness failed). The build must
+# exist already: the guest sees the host's / read-only (the build directory is shared read-write only for
+# ctest's own records).
+#
+# Skips (exit 0, with a line that says why) only when qemu cannot start at all on this host: no
+# qemu-system-x86_64, or it cannot start even an empty machine. Anything else is a result, not a skip.
+#
+# Environment: RXE_TESTS_TIMEOUT [900] seconds for the whole guest run; RXE_TESTS_REGEX: only tests whose
+# names match (ctest -R), for local use; RXE_VM_* knobs pass through to the harness.
+set -euo pipefail
+
+prog=rxe-tests
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [ $# -ne 1 ]; then
+  echo "usage: $0 <build-dir>" >&2
+  exit 2
+fi
+build=$(cd -- "$1" 2>/dev/null && pwd -P) || { echo "$prog: build directory '$1' does not exist" >&2; exit 2; }
+[ -f "$build/CTestTestfile.cmake" ] || { echo "$prog: $build is not a configured build (no CTestTestfile.cmake)" >&2; exit 2; }
+
+# ---- can qemu start at all? -------------------------------------------------------------------------------
+qemu=qemu-system-x86_64
+if ! command -v "$qemu" >/dev/null 2>&1; then
+  echo "SKIPPED: RDMA test set not run: $qemu is not installed (scripts/setup.sh --rxe installs it)"
+  exit 0
+fi
+# An empty machine with the same accelerator, stopped before its first instruction, then quit through the
+# monitor: this fails only when qemu itself cannot run here.
+probe_err=$(mktemp)
+trap 'rm -f "$probe_err"' EXIT
+if ! echo quit | timeout 60 "$qemu" -accel "${RXE_VM_ACCEL:-tcg}" -machine none -nodefaults -display none -S \
+    -monitor stdio >/dev/null 2>"$probe_err"; then
+  echo "SKIPPED: RDMA test set not run: $qemu cannot start an empty machine on this host: $(head -c 300 "$probe_err" | tr '\n' ' ')"
+  exit 0
+fi
+
+# ---- one boot, the whole rdma set -------------------------------------------------------------------------
+args=(ctest --test-dir "$build" -L rdma --output-on-failure --timeout 900)
+[ -z "${RXE_TESTS_REGEX:-}" ] || args+=(-R "$RXE_TESTS_REGEX")
+echo "$prog: ${args[*]} (in the soft-RoCE guest)"
+t0=$(date +%s)
+rc=0
+RXE_VM_TIMEOUT=${RXE_TESTS_TIMEOUT:-900} RXE_VM_RW="${RXE_VM_RW:-} $build" "$here/run-in-rxe-vm.sh" "${args[@]}" || rc=$?
+echo "$prog: guest stage took $(( $(date +%s) - t0 )) s, exit status $rc"
+exit "$rc"
