@@ -199,18 +199,31 @@ gdx_status_t Control::exchange(const Message &mine, Message *theirs, DataPath *d
 
 gdx_status_t Control::keepalive(DataPath *dp, std::string *why) {
     if (std::chrono::steady_clock::now() - last_ < std::chrono::duration<double>(timeout_s_ / 3)) return GDX_OK;
-    Message ignored;
-    return exchange(Message{Msg::Idle, {}}, &ignored, dp, why);
+    Message theirs;
+    gdx_status_t st = exchange(Message{Msg::Idle, {}}, &theirs, dp, why);
+    if (st == GDX_OK && theirs.type == Msg::Error) {
+        *why = "peer: " + theirs.field(0);
+        peer_failed_ = true;
+        return GDX_ERR_CANCELED;
+    }
+    return st;
 }
 
 gdx_status_t Control::call(Msg type, const std::vector<std::string> &fields, Msg expect, Message *reply,
                            DataPath *dp, std::string *why) {
-    Message ignored;
-    gdx_status_t st = exchange(Message{type, fields}, &ignored, dp, why);
-    if (st == GDX_OK) st = exchange(Message{Msg::Idle, {}}, reply, dp, why);
+    Message first;
+    gdx_status_t st = exchange(Message{type, fields}, &first, dp, why);
+    if (st != GDX_OK) return st;
+    if (first.type == Msg::Error) { // the server failed on its own before it saw this request
+        *why = "peer: " + first.field(0);
+        peer_failed_ = true;
+        return GDX_ERR_CANCELED;
+    }
+    st = exchange(Message{Msg::Idle, {}}, reply, dp, why);
     if (st != GDX_OK) return st;
     if (reply->type == Msg::Error) {
         *why = "peer: " + reply->field(0);
+        peer_failed_ = true;
         return GDX_ERR_CANCELED;
     }
     if (reply->type != expect) {
@@ -221,6 +234,10 @@ gdx_status_t Control::call(Msg type, const std::vector<std::string> &fields, Msg
 }
 
 void Control::notify_failure(const std::string &message, DataPath *dp) {
+    if (peer_failed_) { // the failure is the peer's own message: it knows, and waits for the next request
+        peer_failed_ = false;
+        return;
+    }
     if (broken_ || !bs_) return;
     Message ignored;
     std::string why;

@@ -103,6 +103,7 @@ class Control {
     std::atomic<bool> done_{false};
     gdx_status_t result_ = GDX_OK;
     bool broken_ = false;
+    bool peer_failed_ = false; // the last failure was the peer's Error: no need to tell it back
     uint64_t exchanges_ = 0; // completed; the first one is the rendezvous
     std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
     double timeout_s_ = 60;

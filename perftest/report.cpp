@@ -147,7 +147,7 @@ void Reporter::row(const Row &r) {
             std::snprintf(lat[1], sizeof(lat[1]), "%.2f", r.lat_p50_us);
             std::snprintf(lat[2], sizeof(lat[2]), "%.2f", r.lat_p99_us);
         }
-        std::fprintf(out_, "%-8s %8s %7llu %6llu %10.3f %9.3f %9s %9s %9s  %s%s%s\n", r.test.c_str(),
+        std::fprintf(out_, "%-8s %8s %7llu %6llu %10.3f %9.4g %9s %9s %9s  %s%s%s\n", r.test.c_str(),
                      size_text(r.size).c_str(), static_cast<unsigned long long>(r.iterations),
                      static_cast<unsigned long long>(r.window), r.bw_GBps, r.msg_rate_Mps, lat[0], lat[1], lat[2],
                      r.path.text().c_str(), r.validated ? " valid" : "", r.warning.empty() ? "" : " WARNING");

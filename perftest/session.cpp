@@ -236,10 +236,14 @@ int run_client(const Options &opt, Control &ctl, Reporter &rep) {
         }
     }
     int rc = 0;
-    for (size_t i = 0; i < pairs.size() && rc == 0; ++i)
-        rc = client_pair(opt, ctl, rep, peer, same_host, pairs[i].first, pairs[i].second, true);
+    // A pair that fails is reported and dropped on both sides; the next one still runs (the README's main job
+    // shows every pair it can). The exit status is the worst: 3 (data mismatch) over 1 (failure) over 0.
+    for (size_t i = 0; i < pairs.size() && !ctl.broken(); ++i) {
+        int r = client_pair(opt, ctl, rep, peer, same_host, pairs[i].first, pairs[i].second, true);
+        if (r == 3 || (r != 0 && rc == 0)) rc = r;
+    }
     Message ignored;
-    if (rc == 0 && ctl.exchange(Message{Msg::Bye, {}}, &ignored, nullptr, &why) != GDX_OK) {
+    if (!ctl.broken() && ctl.exchange(Message{Msg::Bye, {}}, &ignored, nullptr, &why) != GDX_OK) {
         error("", why);
         rc = 1;
     }
@@ -268,11 +272,19 @@ int run_server(Options opt, Control &ctl, bool quiet) {
     std::unique_ptr<Buffer> buf;
     std::unique_ptr<DataPath> dp;
     std::unique_ptr<PairContext> ctx;
+    int failures = 0;
+    auto drop_pair = [&] {
+        ctx.reset();
+        dp.reset();
+        buf.reset();
+        ++failures;
+    };
+    // Answers the request with the failure; the pair is dropped and the server waits for the next one.
     auto refuse = [&](const std::string &msg) {
         std::string ignored;
         ctl.reply(Msg::Error, {msg}, dp.get(), &ignored);
-        error(side, msg);
-        return 1;
+        if (!quiet) error(side, msg); // the client prints it as the server's answer
+        drop_pair();
     };
     for (;;) {
         // The client's next request; the data path keeps progressing meanwhile.
@@ -288,7 +300,10 @@ int run_server(Options opt, Control &ctl, bool quiet) {
             ctx.reset();
             dp.reset();
             buf.reset();
-            if (!apply_client_spec(m.field(0), &opt, &why)) return refuse(why);
+            if (!apply_client_spec(m.field(0), &opt, &why)) {
+                refuse(why);
+                break;
+            }
             const MemSpec local = opt.mem_pairs.empty() ? MemSpec{} : opt.mem_pairs[0].first;
             const MemSpec remote = opt.mem_pairs.empty() ? MemSpec{} : opt.mem_pairs[0].second;
             const uint64_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
@@ -298,8 +313,10 @@ int run_server(Options opt, Control &ctl, bool quiet) {
                 Buffer::allocate(local, buffer_bytes(opt, max_size), &buf, &why) != GDX_OK ||
                 open_datapath(cfg, opt.transport, local, remote, same_host, opt.path, &dp, &why) != GDX_OK ||
                 dp->register_buffer(*buf, &key, &reach, &why) != GDX_OK ||
-                dp->connect(m.field(1), m.field(2), &why) != GDX_OK)
-                return refuse("server: " + why);
+                dp->connect(m.field(1), m.field(2), &why) != GDX_OK) {
+                refuse("server: " + why);
+                break;
+            }
             const std::string decisions = join_lines(topology_decisions(gpus_of(local), dp->transport(), dp->device()));
             if (ctl.reply(Msg::Ready, {dp->address(), key, reach, dp->device(), decisions}, dp.get(), &why) != GDX_OK) {
                 error(side, why);
@@ -316,19 +333,31 @@ int run_server(Options opt, Control &ctl, bool quiet) {
             break;
         }
         case Msg::Begin:
-            if (!ctx) return refuse("protocol error: BEGIN before SPEC");
+            if (!ctx) {
+                refuse("protocol error: BEGIN before SPEC");
+                break;
+            }
             st = server_test(*ctx, m, &why);
-            if (st != GDX_OK) {
-                // A client that failed said so itself (and, under --loopback, printed it already).
-                if (!(quiet && (st == GDX_ERR_CANCELED || ctl.broken()))) error(side, why);
+            if (st == GDX_OK) break;
+            if (ctl.broken()) { // nothing more can be exchanged
+                if (!quiet) error(side, why);
                 return 1;
             }
+            if (st == GDX_ERR_CANCELED) {
+                // The client failed and said so (under --loopback / mpirun it printed it already).
+                if (!quiet) error(side, why);
+            } else {
+                error(side, why); // this side's own failure: print it, and tell the client
+                ctl.notify_failure("server: " + why, dp.get());
+            }
+            drop_pair();
             break;
-        case Msg::Bye: return 0;
+        case Msg::Bye: return failures == 0 ? 0 : 1;
         case Msg::Error:
             if (!quiet) error(side, "the client failed: " + m.field(0)); // the loopback client printed it already
-            return 1;
-        default: return refuse(std::string("protocol error: unexpected ") + msg_name(m.type));
+            drop_pair();
+            break;
+        default: refuse(std::string("protocol error: unexpected ") + msg_name(m.type)); break;
         }
     }
 }

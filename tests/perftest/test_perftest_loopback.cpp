@@ -147,3 +147,30 @@ TEST(PerftestLoopback, PhaseLongerThanTheTimeoutSurvivesThroughKeepalives) {
     }
     EXPECT_TRUE(row) << r.out;
 }
+
+TEST(PerftestMpirun, TwoRanksRunAndTheServersRefusalReachesTheClient) {
+    if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not installed (openmpi-bin)";
+    const std::string mpirun = "mpirun --allow-run-as-root --oversubscribe -np 2 ";
+    const std::string port = std::to_string(20000 + getpid() % 20000);
+    auto launch = [&](const std::string &args) {
+        std::string cmd = "timeout -k 5 120 " + mpirun + GDX_TEST_BINARY_DIR "/perftest/gdx_perftest -p " + port +
+                          " --timeout 30 " + args + " 2>&1";
+        gdx::perf::test::RunResult r;
+        FILE *p = popen(cmd.c_str(), "r");
+        if (p == nullptr) return r;
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+        int st = pclose(p);
+        r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        return r;
+    };
+    auto r = launch("-x tcp -t put_bw,am_lat -s 8,4K -n 5 --validate --no-decisions");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_TRUE(has(r.out, "# tcp on ")) << r.out;
+    EXPECT_TRUE(has(r.out, "(validated)")) << r.out;
+    // Rank 0 (the server) cannot hold GPU 1000's memory: it refuses, and the client says what the server said.
+    r = launch("-M cuda:1000 -t put_bw -s 8 -n 3 --no-decisions");
+    EXPECT_NE(r.status, 0) << r.out;
+    EXPECT_TRUE(has(r.out, "peer: server: memory kind 'cuda:1000'")) << r.out;
+}
