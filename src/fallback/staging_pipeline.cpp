@@ -127,20 +127,32 @@ bool StagingPipeline::advance(Op &op) {
     return progressed;
 }
 
+// Walks the fragments in order. Consecutive direct fragments are issued as one transport operation (a "run", up to
+// the transport's limit): each is still decided and counted on its own, but the wire sees one large put or get.
 bool StagingPipeline::start_fragments(Op &op) {
     bool progressed = false;
-    while (op.status == GDX_OK && op.next < op.nfrags) {
-        if (!op.decided) decide(op);
+    const tp::Capabilities &caps = core_.iface.caps();
+    const uint64_t max_op = op.is_put ? caps.max_put : caps.max_get;
+    const uint64_t run_cap = max_op != 0 ? max_op : uint64_t(1) << 30;
+    while (op.status == GDX_OK && (op.next < op.nfrags || op.run_len != 0)) {
+        if (op.next < op.nfrags && !op.decided) decide(op);
         uint64_t off = uint64_t(op.next) * op.frag;
-        uint64_t len = std::min(op.frag, op.len - off);
-        if (!op.pending_local_staged && !op.pending_remote_staged) {
-            gdx_status_t st = issue_direct(op, off, len);
-            if (st == GDX_ERR_NO_RESOURCE) break; // the transport pushes back: same fragment, same decision, later
+        uint64_t len = op.next < op.nfrags ? std::min(op.frag, op.len - off) : 0;
+        bool direct = op.next < op.nfrags && !op.pending_local_staged && !op.pending_remote_staged;
+        if (direct && (op.run_len == 0 || op.run_len + len <= run_cap)) {
+            if (op.run_len == 0) op.run_off = off;
+            op.run_len += len;
+        } else if (op.run_len != 0) {
+            gdx_status_t st = issue_direct(op, op.run_off, op.run_len);
+            if (st == GDX_ERR_NO_RESOURCE) break; // the transport pushes back: the same run, later
             if (st != GDX_OK && st != GDX_INPROGRESS) {
                 fail(op, st);
                 break;
             }
             if (op.is_put) op.needs_flush = true;
+            op.run_len = 0;
+            progressed = true;
+            continue;
         } else {
             if (op.staged_active == op.frags.size()) break; // GDX_STAGING_DEPTH staged fragments in flight
             auto it = std::find_if(op.frags.begin(), op.frags.end(),
@@ -434,7 +446,7 @@ void StagingPipeline::fail(Op &op, gdx_status_t st) {
 
 bool StagingPipeline::finished(Op &op) {
     if (op.staged_active != 0 || op.direct.count != 0) return false;
-    if (op.status == GDX_OK && op.next < op.nfrags) return false;
+    if (op.status == GDX_OK && (op.next < op.nfrags || op.run_len != 0)) return false;
     if (op.status == GDX_OK && op.direct.status != GDX_OK) op.status = op.direct.status;
     if (op.status == GDX_OK && op.needs_flush && !op.flush_issued) {
         // Direct puts are complete at the target only after a flush; staged ones were confirmed by DONE.

@@ -73,6 +73,7 @@ struct Op {
     bool decided = false;     // `pending` holds the decision for fragment `next` (kept across back-pressure)
     uint8_t pending_reasons = 0;
     bool pending_local_staged = false, pending_remote_staged = false;
+    uint64_t run_off = 0, run_len = 0; // consecutive direct fragments not issued yet (one transport operation)
     BouncePool *lpool = nullptr;
     std::vector<Frag> frags;  // GDX_STAGING_DEPTH entries
     unsigned staged_active = 0;

@@ -12,6 +12,7 @@ struct KindBuffer::Impl {
     mem::test::TestBuffer buf;
 };
 
+KindBuffer::KindBuffer() = default;
 KindBuffer::~KindBuffer() = default;
 
 bool KindBuffer::allocate(const std::string &kind, size_t size, std::string *why) {

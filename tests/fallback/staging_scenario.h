@@ -48,6 +48,7 @@ struct Scenario {
 // through the memory ops table, so GPU kinds need no kernel.
 class KindBuffer {
   public:
+    KindBuffer();
     ~KindBuffer();
     // False with *why when this machine cannot make it (no GPU: the caller skips).
     bool allocate(const std::string &kind, size_t size, std::string *why);
