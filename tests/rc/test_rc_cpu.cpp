@@ -403,6 +403,19 @@ TEST(Rcache, RangeRightsIdentityAndDisabled) {
     EXPECT_EQ(c.lookup(0x1000, 16, kAccessAll, 7, 99), nullptr) << "another VMM block";
     EXPECT_EQ(c.stats().invalidations, 1u);
     EXPECT_EQ(alive, 0);
+    // Regions of very different lengths: a lookup deep inside a big region still finds it, small ones too.
+    Rcache big(size_t(1) << 40);
+    const uintptr_t B = 0x10000000, S = B + (128u << 20);
+    big.insert(std::make_shared<Region>(B, 64u << 20, 8, &alive));
+    for (uintptr_t i = 0; i < 100; ++i) big.insert(std::make_shared<Region>(S + (i << 20), 4096, 8, &alive));
+    auto r = big.lookup(B + (63u << 20) + 5, 100, kAccessAll, 8);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->length, 64u << 20);
+    EXPECT_NE(big.lookup(S + (50u << 20) + 8, 100, kAccessAll, 8), nullptr);
+    EXPECT_EQ(big.lookup(S + (50u << 20) + 4000, 200, kAccessAll, 8), nullptr) << "crosses the small one's end";
+    r.reset();
+    big.clear();
+    EXPECT_EQ(alive, 0);
     Rcache off(0);
     off.insert(std::make_shared<Region>(0x1000, 16, 1, &alive));
     EXPECT_EQ(off.lookup(0x1000, 16, kAccessAll, 1), nullptr);

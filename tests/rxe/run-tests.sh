@@ -3,8 +3,10 @@
 #
 #   tests/rxe/run-tests.sh build            # what scripts/test.sh runs
 #
-# Runs `ctest --test-dir <build-dir> -L rdma --output-on-failure` in the guest through run-in-rxe-vm.sh
-# and exits with its status (124: the run timed out; 125: the VM or the harness failed). The build must
+# Runs `ctest --test-dir <build-dir> -L rdma --output-on-failure` in one guest through run-in-rxe-vm.sh,
+# then the two-host check (two-host.sh: two guests on a qemu link, one killed mid-transfer; about 30 s;
+# RXE_TESTS_TWO_HOST=0 leaves it out). Exits with the first failing stage's status (124: a run timed out;
+# 125: the VM or the harness failed), 0 when both passed. The build must
 # exist already: the guest sees the host's / read-only (the build directory is shared read-write only for
 # ctest's own records).
 #
@@ -48,4 +50,18 @@ t0=$(date +%s)
 rc=0
 RXE_VM_TIMEOUT=${RXE_TESTS_TIMEOUT:-900} RXE_VM_RW="${RXE_VM_RW:-} $build" "$here/run-in-rxe-vm.sh" "${args[@]}" || rc=$?
 echo "$prog: guest stage took $(( $(date +%s) - t0 )) s, exit status $rc"
+
+# ---- two hosts: two guests joined by a qemu link, one killed mid-transfer (about 30 s) -------------------
+if [ "${RXE_TESTS_TWO_HOST:-1}" = 1 ] && [ -z "${RXE_TESTS_REGEX:-}" ]; then
+  if [ -x "$build/tests/rc/rc_two_host" ]; then
+    t1=$(date +%s)
+    rc2=0
+    "$here/two-host.sh" "$build" || rc2=$?
+    echo "$prog: two-host stage took $(( $(date +%s) - t1 )) s, exit status $rc2"
+    [ "$rc" != 0 ] || rc=$rc2
+  else
+    echo "$prog: two-host stage not run: $build/tests/rc/rc_two_host is not built"
+    [ "$rc" != 0 ] || rc=1
+  fi
+fi
 exit "$rc"

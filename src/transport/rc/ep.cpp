@@ -440,8 +440,9 @@ void RcEndpoint::on_recv(const ibv_wc &wc) {
         if (wc.status != IBV_WC_WR_FLUSH_ERR)
             fail(status_of(wc.status), "receive failed: %s (vendor error 0x%x)", ibv_wc_status_str(wc.status),
                  wc.vendor_err);
-        else if (connected_)
+        else if (connected_ && sq_free_ == slots_.size())
             fail(GDX_ERR_CONNECTION_RESET, "receive flushed: the queue pair entered the error state");
+        // With sends outstanding, their completions (flushed or failed) carry the cause: let them report it.
         return;
     }
     uint32_t imm = (wc.wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc.imm_data) : 0;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -51,17 +52,22 @@ class Rcache {
     const RcacheStats &stats() const { return stats_; }
 
   private:
+    struct Node;
+    using ByAddr = std::multimap<uintptr_t, std::list<Node>::iterator>;
     struct Node {
         std::shared_ptr<CachedRegion> region;
-        std::multimap<uintptr_t, std::list<Node>::iterator>::iterator by_addr;
+        unsigned cls = 0;
+        ByAddr::iterator by_addr;
     };
     void erase(std::list<Node>::iterator it);
     void evict();
 
     size_t max_bytes_;
-    size_t max_len_ = 0;  // longest region ever cached: bounds the backward scan of lookup
     std::list<Node> lru_; // front = most recently used
-    std::multimap<uintptr_t, std::list<Node>::iterator> by_addr_;
+    // Regions by start address, one map per length class floor(log2(length)): a region of class c that covers
+    // addr starts in (addr - 2^(c+1), addr], so each class scans a short window however many regions (and of
+    // whatever sizes) the cache holds.
+    std::array<ByAddr, 64> by_class_;
     RcacheStats stats_;
 };
 
