@@ -376,6 +376,38 @@ int main(int argc, char **argv)
         CHECK(p2.calls == 0 && !p2.sent, "a purged request was dispatched (%d calls)", p2.calls);
     }
 
+    /* an endpoint connected to its own address (UCP's endpoint to its own worker): a loopback */
+    {
+        uct_ep_h self_ep;
+        uint8_t *self_addr = malloc(ia.ep_addr_len);
+        SETUP(uct_ep_create(&ep_params, &self_ep));
+        SETUP(uct_ep_get_address(self_ep, (uct_ep_addr_t*)self_addr));
+        SETUP(uct_ep_connect_to_ep(self_ep, (uct_device_addr_t*)dev_addr, (uct_ep_addr_t*)self_addr));
+        g_pack_len = ia.cap.am.max_bcopy < 3000 ? ia.cap.am.max_bcopy : 3000;
+        fill(ref, g_pack_len, 55);
+        unsigned before = g_rx.count;
+        ssize_t n;
+        while ((n = uct_ep_am_bcopy(self_ep, AM_ID, pack_cb, NULL, 0)) == UCS_ERR_NO_RESOURCE) {
+            uct_worker_progress(g_worker);
+        }
+        CHECK(n == (ssize_t)g_pack_len, "am_bcopy to self returned %zd", n);
+        progress_until(&g_rx.count, before + 1);
+        CHECK(g_rx.last_len == g_pack_len && memcmp(g_rx.last, ref, g_pack_len) == 0, "am_bcopy to self altered");
+        if (ia.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) {
+            comp_t c;
+            fill(src, 4096, 56);
+            memset(dst, 0, 4096);
+            uct_iov_t iov = {.buffer = src, .length = 4096, .memh = src_memh, .count = 1};
+            comp_init(&c);
+            ucs_status_t st = comp_wait(&c, RETRY(uct_ep_put_zcopy(self_ep, &iov, 1, (uint64_t)(uintptr_t)dst,
+                                                                   dst_rkey.rkey, &c.super)));
+            flush_ep(self_ep);
+            CHECK(st == UCS_OK && memcmp(dst, src, 4096) == 0, "put_zcopy to self: %s", ucs_status_string(st));
+        }
+        uct_ep_destroy(self_ep);
+        free(self_addr);
+    }
+
     /* flush with a completion, iface flush, fence, pending_add, wakeup */
     comp_t fc;
     comp_init(&fc);

@@ -250,6 +250,7 @@ extern "C" void gdx_uct_ep_destroy(gdx_uct_ep_t *ep) {
     if (ep->probe != nullptr) ep->probe->probe_of = nullptr; // a late completion must not touch this ep
     // Destroying the gdx endpoint drops its pending queue; our nodes are freed here, after it.
     ep->ep.reset();
+    ep->mirror.reset();
     while (ep->pending != nullptr) {
         GdxUctPending *n = ep->pending;
         ep->pending = n->next;
@@ -280,7 +281,21 @@ extern "C" gdx_status_t gdx_uct_ep_connect(gdx_uct_ep_t *ep, const void *address
     if (n == 0 || n > GDX_UCT_EP_ADDR_MAX - kAddrHeader)
         return GDX_FAIL(GDX_ERR_INVALID_ADDR, kComp, "gdx_%s: peer endpoint address claims %zu bytes (1..%d)",
                         gdx_uct_tl_name(ep->iface->md->tl), n, GDX_UCT_EP_ADDR_MAX - (int)kAddrHeader);
-    return ep->ep->connect(std::span<const uint8_t>(p + kAddrHeader, n));
+    std::span<const uint8_t> remote(p + kAddrHeader, n);
+    std::vector<uint8_t> own = ep->ep->address();
+    if (own.size() != n || std::memcmp(own.data(), remote.data(), n) != 0) return ep->ep->connect(remote);
+    if (ep->mirror)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "gdx_%s: endpoint connected to itself twice",
+                        gdx_uct_tl_name(ep->iface->md->tl));
+    gdx_status_t st = ep->iface->itf->ep_create(&ep->mirror);
+    if (st != GDX_OK) return st;
+    std::vector<uint8_t> mirror = ep->mirror->address();
+    st = ep->mirror->connect(own);
+    if (st == GDX_OK || st == GDX_INPROGRESS) st = ep->ep->connect(mirror);
+    if (st != GDX_OK && st != GDX_INPROGRESS) ep->mirror.reset();
+    GDX_DEBUG(kComp, "gdx_%s: endpoint connected to itself through a hidden peer endpoint: %s",
+              gdx_uct_tl_name(ep->iface->md->tl), gdx_status_string(st));
+    return st;
 }
 
 extern "C" gdx_status_t gdx_uct_ep_am_short(gdx_uct_ep_t *ep, uint8_t id, const void *data, size_t len) {

@@ -91,6 +91,10 @@ struct AmSlot {
 struct gdx_uct_ep {
     gdx_uct_iface *iface = nullptr;
     std::unique_ptr<gdx::tp::Endpoint> ep;
+    // UCP connects a process's endpoint to itself (its own address) for messages to self; a gdx endpoint pairs
+    // with another endpoint, so the glue pairs it with this hidden one on the same interface, which only
+    // receives.
+    std::unique_ptr<gdx::tp::Endpoint> mirror;
     uint64_t ops_seq = 0;       // operations accepted so far
     uint64_t flushed_seq = 0;   // every operation up to this one is known complete (a probe said so)
     GdxUctComp *probe = nullptr; // in-flight flush probe

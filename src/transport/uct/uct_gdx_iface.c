@@ -7,6 +7,7 @@
 #include <ucs/sys/string.h>
 #include <uct/base/uct_iov.inl>
 
+#include <poll.h>
 #include <string.h>
 
 ucs_config_field_t uct_gdx_iface_config_table[] = {
@@ -384,7 +385,15 @@ static ucs_status_t uct_gdx_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
 static ucs_status_t uct_gdx_iface_event_arm(uct_iface_h tl_iface, unsigned events)
 {
     uct_gdx_iface_t *iface = ucs_derived_of(tl_iface, uct_gdx_iface_t);
-    gdx_status_t st        = gdx_uct_iface_arm(iface->bridge);
+    struct pollfd pfd      = {.fd = gdx_uct_iface_wakeup_fd(iface->bridge), .events = POLLIN};
+    gdx_status_t st;
+
+    /* A readable wakeup fd means progress() has work (transport.h's definition of the fd), whatever the
+     * transport's arm_wakeup() looks at: UCP must progress again rather than sleep on it. */
+    if ((pfd.fd >= 0) && (poll(&pfd, 1, 0) > 0)) {
+        return UCS_ERR_BUSY;
+    }
+    st = gdx_uct_iface_arm(iface->bridge);
 
     if ((st == GDX_OK) || (st == GDX_ERR_BUSY)) {
         return uct_gdx_status(st); /* UCS_ERR_BUSY: events are pending, progress before sleeping */
