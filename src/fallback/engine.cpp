@@ -84,7 +84,7 @@ gdx_status_t EngineCore::grantor(uint16_t pool_id, CreditGrantor **out) {
 
 PeerLink &EngineCore::peer(tp::Endpoint &ep) {
     auto it = peers.find(&ep);
-    if (it == peers.end()) it = peers.emplace(&ep, std::make_unique<PeerLink>(ep, params.am_id)).first;
+    if (it == peers.end()) it = peers.emplace(&ep, std::make_unique<PeerLink>(ep, params.am_id, in_progress)).first;
     return *it->second;
 }
 
@@ -238,12 +238,14 @@ gdx_status_t Engine::mem_reg(void *addr, size_t len, unsigned access, Region **o
             return fail_errno(GDX_ERR_IO, errno, kComp, "mem_reg: getrandom for the region id");
     }
     auto region = std::make_unique<Region>(addr, len, info, access, id, std::move(memh));
-    if (!region->fully_direct()) {
-        // Staging will be needed for this memory: make its pool now, so a failure shows here and not mid-transfer.
-        BouncePool *p = nullptr;
-        if (gdx_status_t st = c.pool(info.kind, info.device, &p); st != GDX_OK)
-            return GDX_FAIL(st, kComp, "mem_reg(%p, %zu): %s memory needs staging and no bounce pool could be made",
-                            addr, len, mem::type_name(info.type));
+    if (!region->fully_direct() && (c.iface.caps().direct_types & tp::type_bit(mem::MemType::HostPinned)) == 0) {
+        // The pool itself is made on first use (pinned memory is not spent on transports that never stage), but a
+        // transport that cannot reach pinned host memory can never stage: say so here, not mid-transfer.
+        return GDX_FAIL(GDX_ERR_UNREACHABLE, kComp,
+                        "mem_reg(%p, %zu): the %.*s transport reaches %s memory only in part and cannot stage the "
+                        "rest (it does not reach pinned host memory)",
+                        addr, len, static_cast<int>(c.iface.transport_name().size()), c.iface.transport_name().data(),
+                        mem::type_name(info.type));
     }
     if (log::enabled(log::Level::Debug)) {
         for (const tp::ChunkReg &ch : region->memh().chunks())
@@ -345,7 +347,9 @@ void Engine::on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length)
 
 unsigned Engine::progress() {
     EngineCore &c = *core_;
+    c.in_progress = true; // our handlers run in here: their answers are queued and go out below
     unsigned n = c.iface.progress();
+    c.in_progress = false;
     n += target_->progress();
     n += pipeline_->progress();
     for (auto &[ep, link] : c.peers) n += link->flush();

@@ -89,9 +89,9 @@ class Engine {
     Engine(const Engine &) = delete;
     Engine &operator=(const Engine &) = delete;
 
-    // Detects what [addr, addr+len) is (one memory kind and device), registers it with the transport's memory
-    // domain (per-chunk outcomes: which ranges are direct, and why not) and makes sure a bounce pool exists for it
-    // when any part of it would be staged. The region belongs to the engine until mem_dereg.
+    // Detects what [addr, addr+len) is (one memory kind and device) and registers it with the transport's memory
+    // domain (per-chunk outcomes: which ranges are direct, and why not). GDX_ERR_UNREACHABLE when part of it is not
+    // reachable and the transport cannot stage either. The region belongs to the engine until mem_dereg.
     gdx_status_t mem_reg(void *addr, size_t len, unsigned access, Region **out);
     // GDX_ERR_BUSY while a request or a peer's staged transfer uses the region.
     gdx_status_t mem_dereg(Region *region);

@@ -27,6 +27,7 @@ struct EngineCore {
     FaultInjector fault;
     Stats stats;
     size_t small_max = 0; // largest staged message that takes the small path (0 = none)
+    bool in_progress = false; // inside iface.progress(): control messages are queued, sent after it returns
 
     std::map<uint16_t, std::unique_ptr<BouncePool>> pools;      // by pool id
     std::map<uint16_t, std::unique_ptr<CreditGrantor>> grantors; // by pool id, one per pool

@@ -107,7 +107,7 @@ gdx_status_t PeerLink::send(const CtrlMsg &m, bool publishes) {
     Queued q;
     encode_ctrl(m, &q.bytes);
     q.publishes = publishes;
-    if (queue_.empty()) {
+    if (queue_.empty() && !defer_) {
         gdx_status_t st = try_send(q);
         if (st == GDX_OK) return GDX_OK;
         if (st != GDX_ERR_NO_RESOURCE)

@@ -59,10 +59,13 @@ class CreditWallet {
 
 class PeerLink {
   public:
-    PeerLink(tp::Endpoint &ep, uint8_t am_id) : ep_(ep), am_id_(am_id) {}
+    // `defer`: while it is true (the engine is inside the interface's progress(), running our handler), messages
+    // are queued instead of sent, so no transport call is made from inside a transport callback.
+    PeerLink(tp::Endpoint &ep, uint8_t am_id, const bool &defer) : ep_(ep), am_id_(am_id), defer_(defer) {}
     tp::Endpoint &ep() const { return ep_; }
 
-    // Sends a control message now, or queues it behind earlier ones when the transport pushes back. `publishes`:
+    // Sends a control message now, or queues it behind earlier ones (transport back-pressure, or called from a
+    // handler: see the constructor). `publishes`:
     // the message tells the peer that data put before it has landed, so a fence goes first. Errors other than
     // back-pressure are returned (and logged): the connection is unusable.
     gdx_status_t send(const CtrlMsg &m, bool publishes);
@@ -90,6 +93,7 @@ class PeerLink {
 
     tp::Endpoint &ep_;
     uint8_t am_id_;
+    const bool &defer_;
     std::deque<Queued> queue_;
     std::map<uint16_t, CreditWallet> wallets_;
     std::vector<uint8_t> landing_bytes_;

@@ -21,15 +21,13 @@ gdx_status_t StagingPipeline::submit(bool is_put, PeerLink &peer, Region &local,
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s of %llu bytes: more than 2^32 fragments of %llu bytes",
                         is_put ? "put" : "get", static_cast<unsigned long long>(len),
                         static_cast<unsigned long long>(frag));
-    std::unique_ptr<Op> holder;
+    Op *recycled = nullptr;
     if (!free_.empty()) {
-        holder = std::move(free_.back());
+        recycled = free_.back().release();
         free_.pop_back();
-    } else {
-        holder = std::make_unique<Op>();
     }
-    Op &op = *holder.release();
-    std::vector<Frag> frags = std::move(op.frags); // keeps its capacity across recycling
+    Op &op = recycled != nullptr ? *recycled : *new Op; // owned by active_ until complete() recycles it
+    std::vector<Frag> frags = std::move(op.frags);    // keeps its capacity across recycling
     op = Op{};
     op.frags = std::move(frags);
     op.frags.assign(core_.params.depth, Frag{});

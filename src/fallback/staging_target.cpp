@@ -141,8 +141,7 @@ void StagingTarget::on_get_req(PeerLink &peer, const CtrlMsg &m) {
     j.landing = m.addr;
     j.landing_rkey = std::move(rkey);
     ++r->busy;
-    ++peer.users;
-    step(j);
+    ++peer.users; // started by progress(), right after this handler returns
 }
 
 // One transition of a stage-out; true when it made one. The slot comes from the responder partition, which waits on
