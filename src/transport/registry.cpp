@@ -12,8 +12,8 @@ namespace {
 Component *const kComponents[] = {
     cuda_ipc::cuda_ipc_component(), // intra-node first: they reach only peers on this host, and do it best
     shm::shm_component(),
-    tcp_component(),
     rc::component(), // RDMA first: preferred wherever a NIC reaches the peer
+    tcp_component(), // last resort: reaches any peer with an IP route, host memory only
 };
 } // namespace
 

@@ -154,8 +154,20 @@ struct Peer {
         }
     }
 
+    // Progresses until cond(); with --wakeup it sleeps on the wakeup descriptor whenever there is nothing to
+    // do (event-driven, like a blocking socket program) instead of spinning.
     bool wait(const std::function<bool()> &cond) {
-        return progress_until({iface.get()}, [&] { return cond() || ep->state() != GDX_OK; }) && ep->state() == GDX_OK;
+        auto done = [&] { return cond() || ep->state() != GDX_OK; };
+        if (!args.wakeup) return progress_until({iface.get()}, done) && ep->state() == GDX_OK;
+        auto end = Clock::now() + std::chrono::seconds(120);
+        while (!done() && Clock::now() < end) {
+            iface->progress();
+            if (!done() && iface->arm_wakeup() == GDX_OK) {
+                pollfd p{iface->wakeup_fd(), POLLIN, 0};
+                ::poll(&p, 1, 1000);
+            }
+        }
+        return done() && ep->state() == GDX_OK;
     }
 
     // Sends a command (first byte = its id) and waits for the target's answer.
@@ -235,12 +247,15 @@ struct Peer {
         return finish();
     }
 
+    // Everything issued is complete at the target, then QUIT; the target closes first, so no data is left
+    // unread on either side (an unread byte turns a close into a reset).
     int finish() {
-        uint8_t q = kQuit;
-        ep->am_short(kQuit, &q, 1);
         Waiter f;
         gdx_status_t st = ep->flush(&f);
-        if (st == GDX_INPROGRESS) wait([&] { return f.done(); });
+        if (st == GDX_INPROGRESS && !wait([&] { return f.done(); })) return 1;
+        uint8_t q = kQuit;
+        if (ep->am_short(kQuit, &q, 1) != GDX_OK) return 1;
+        progress_until({iface.get()}, [&] { return ep->state() != GDX_OK; }, std::chrono::seconds(10));
         return 0;
     }
 

@@ -255,11 +255,11 @@ void Conn::flush_tx() {
             size_t rest = d.total() - d.sent;
             if (left < rest) {
                 d.sent += left;
-                (ctl ? writing_ctl_ : writing_req_) = true;
+                if (!ctl) writing_req_ = true;
                 break;
             }
             left -= rest;
-            (ctl ? writing_ctl_ : writing_req_) = false;
+            if (!ctl) writing_req_ = false;
             tx_written(d, ctl);
         }
         if (static_cast<size_t>(n) < want) { // the socket buffer is full: the next call would say EAGAIN

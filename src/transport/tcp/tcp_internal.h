@@ -198,7 +198,9 @@ class Conn : public std::enable_shared_from_this<Conn> {
     // send side
     Ring<TxDesc> req_ring_; // our requests and active messages
     Ring<TxDesc> ctl_ring_; // HELLO/HELLO_ACK and replies to the peer's requests
-    bool writing_ctl_ = false, writing_req_ = false; // a message of that ring is partly written
+    // The front request is partly written, so it goes first (a partly written reply is the ctl ring's front,
+    // and the ctl ring goes first anyway): one message at a time on the stream.
+    bool writing_req_ = false;
     bool write_waiting_ = false, read_waiting_ = false, in_flush_tx_ = false;
     static constexpr unsigned kNotWatched = ~0u;
     unsigned watched_ = kNotWatched; // epoll interest registered: bit 0 read, bit 1 write
