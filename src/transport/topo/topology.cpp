@@ -93,6 +93,9 @@ gdx_status_t make_topology(const char *xml, hwloc_topology_t *out) {
     hwloc_topology_t t = nullptr;
     if (hwloc_topology_init(&t) != 0) return fail_errno(GDX_ERR_NO_MEMORY, errno, kComp, "hwloc_topology_init");
     hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
+    // PCI from Linux sysfs rather than hwloc's libpciaccess component, which leaks its device-name database
+    // on every load (Debian 12, hwloc 2.9) and adds nothing the path classes need.
+    if (xml == nullptr) hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
     if (xml != nullptr && hwloc_topology_set_xml(t, xml) != 0) {
         int err = errno;
         hwloc_topology_destroy(t);
