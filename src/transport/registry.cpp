@@ -14,7 +14,6 @@ Component *const kComponents[] = {
     shm::shm_component(),
     rc::component(), // RDMA first: preferred wherever a NIC reaches the peer
     tcp_component(), // last resort: reaches any peer with an IP route, host memory only
-    tcp_component(), // last resort: reaches any peer with an IP route, host memory only
 };
 } // namespace
 
