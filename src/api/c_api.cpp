@@ -297,7 +297,8 @@ gdx_status_t gdx_request_wait(gdx_context_t *context, gdx_request_t *req, int ti
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "gdx_request_wait: NULL %s", context ? "request" : "context");
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
     while (req->req.status == GDX_INPROGRESS) {
-        if (gdx_progress(context) == 0 && std::chrono::steady_clock::now() > deadline)
+        gdx_progress(context);
+        if (req->req.status == GDX_INPROGRESS && std::chrono::steady_clock::now() > deadline)
             return GDX_FAIL(GDX_ERR_TIMEOUT, "api", "gdx_request_wait: not complete after %d ms", timeout_ms);
     }
     return req->req.status;

@@ -177,7 +177,7 @@ RankResult run_rank(const RankOptions &o, void *bootstrap) {
         bool first_put = true, first_get = true;
         for (size_t i = 0; i < s.reqs.size(); ++i) {
             gdx_request_t *r = s.reqs[i];
-            if (!progress_until(s.ctx, [&] { return gdx_request_test(r) != GDX_INPROGRESS; }, o.timeout_s))
+            if (gdx_request_wait(s.ctx, r, static_cast<int>(o.timeout_s * 1000)) == GDX_ERR_TIMEOUT)
                 return bad("request " + std::to_string(i) + " did not complete in time");
             if (gdx_request_test(r) != GDX_OK && res.op_status == GDX_OK) res.op_status = gdx_request_test(r);
             gdx_path_info_t p;
