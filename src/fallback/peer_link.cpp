@@ -58,8 +58,7 @@ gdx_status_t CreditWallet::on_grant(const CtrlMsg &m, tp::MemoryDomain &md, std:
         if (s >= m.nslots) return bad("slot beyond the pool", s);
         if (!held_.empty() && held_[s] != 0) return bad("slot granted twice", s);
     }
-    if (rkey_ == nullptr || std::span<const uint8_t>(rkey_bytes_).size() != m.rkey.size() ||
-        !std::equal(m.rkey.begin(), m.rkey.end(), rkey_bytes_.begin())) {
+    if (rkey_ == nullptr || !std::equal(m.rkey.begin(), m.rkey.end(), rkey_bytes_.begin(), rkey_bytes_.end())) {
         std::unique_ptr<tp::RemoteKey> k;
         if (m.rkey.size() != md.rkey_packed_size() || md.rkey_unpack(m.rkey, &k) != GDX_OK)
             return bad("pool rkey refused by the transport", m.rkey.size());
@@ -143,8 +142,7 @@ bool PeerLink::broken() const {
 
 gdx_status_t PeerLink::landing_rkey(std::span<const uint8_t> bytes, tp::MemoryDomain &md,
                                     std::shared_ptr<const tp::RemoteKey> *out) {
-    if (landing_rkey_ == nullptr || landing_bytes_.size() != bytes.size() ||
-        !std::equal(bytes.begin(), bytes.end(), landing_bytes_.begin())) {
+    if (landing_rkey_ == nullptr || !std::equal(bytes.begin(), bytes.end(), landing_bytes_.begin(), landing_bytes_.end())) {
         std::unique_ptr<tp::RemoteKey> k;
         if (bytes.size() != md.rkey_packed_size()) return GDX_ERR_PROTOCOL;
         if (gdx_status_t st = md.rkey_unpack(bytes, &k); st != GDX_OK) return st;

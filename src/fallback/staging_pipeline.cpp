@@ -231,34 +231,46 @@ bool StagingPipeline::step(Frag &f) {
         }
         return finish_if_quiet(f);
     }
+    if (f.state == FragState::NeedSlot) {
+        if (!take_slot(f)) return false;
+        if (f.status != GDX_OK) return true; // no pool: fail() moved the fragment to Wait
+        if (!op.is_put) {
+            f.state = f.remote_staged ? FragState::SendGetReq : FragState::Transfer;
+            return true;
+        }
+        gdx_status_t st = start_copy(f, true);
+        if (st != GDX_OK && st != GDX_INPROGRESS)
+            fail(f, st);
+        else
+            f.state = FragState::CopyIn;
+        return true;
+    }
     return op.is_put ? step_put(f) : step_get(f);
+}
+
+// A local initiator slot for `f`, from the pool of the local memory's kind (made on first use). False while the
+// pool is exhausted: the fragment waits, which is the back-pressure.
+bool StagingPipeline::take_slot(Frag &f) {
+    Op &op = *f.op;
+    if (op.lpool == nullptr) {
+        if (gdx_status_t st = core_.pool(op.local->info().kind, op.local->info().device, &op.lpool); st != GDX_OK) {
+            fail(f, st);
+            return true;
+        }
+    }
+    int s = op.lpool->acquire(SlotRole::Initiator);
+    if (s < 0) {
+        if (!f.pool_waited) ++core_.stats.pool_waits;
+        f.pool_waited = true;
+        return false;
+    }
+    f.lslot = s;
+    return true;
 }
 
 bool StagingPipeline::step_put(Frag &f) {
     Op &op = *f.op;
     switch (f.state) {
-    case FragState::NeedSlot: {
-        if (op.lpool == nullptr) {
-            if (gdx_status_t st = core_.pool(op.local->info().kind, op.local->info().device, &op.lpool); st != GDX_OK) {
-                fail(f, st);
-                return true;
-            }
-        }
-        int s = op.lpool->acquire(SlotRole::Initiator);
-        if (s < 0) {
-            if (!f.pool_waited) ++core_.stats.pool_waits;
-            f.pool_waited = true;
-            return false;
-        }
-        f.lslot = s;
-        gdx_status_t st = start_copy(f, true);
-        if (st != GDX_OK && st != GDX_INPROGRESS) {
-            fail(f, st);
-            return true;
-        }
-        f.state = FragState::CopyIn;
-        return true;
-    }
     case FragState::CopyIn:
         if (!poll_copy(f)) return false;
         f.state = f.status != GDX_OK ? FragState::Wait : f.remote_staged ? FragState::NeedCredit : FragState::Transfer;
@@ -340,23 +352,6 @@ bool StagingPipeline::step_put(Frag &f) {
 bool StagingPipeline::step_get(Frag &f) {
     Op &op = *f.op;
     switch (f.state) {
-    case FragState::NeedSlot: {
-        if (op.lpool == nullptr) {
-            if (gdx_status_t st = core_.pool(op.local->info().kind, op.local->info().device, &op.lpool); st != GDX_OK) {
-                fail(f, st);
-                return true;
-            }
-        }
-        int s = op.lpool->acquire(SlotRole::Initiator);
-        if (s < 0) {
-            if (!f.pool_waited) ++core_.stats.pool_waits;
-            f.pool_waited = true;
-            return false;
-        }
-        f.lslot = s;
-        f.state = f.remote_staged ? FragState::SendGetReq : FragState::Transfer;
-        return true;
-    }
     case FragState::Transfer: {
         f.comp.count = 1;
         f.comp.status = GDX_OK;

@@ -111,6 +111,7 @@ class StagingPipeline {
     bool step(Frag &f);
     bool step_put(Frag &f);
     bool step_get(Frag &f);
+    bool take_slot(Frag &f);
     gdx_status_t start_copy(Frag &f, bool into_slot);
     bool poll_copy(Frag &f);
     bool finish_if_quiet(Frag &f);
