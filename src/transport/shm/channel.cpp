@@ -93,7 +93,7 @@ std::vector<uint8_t> Channel::address(std::span<const uint8_t> extra) const {
     a.iface_nonce = hub_->nonce();
     a.ep_id = ep_id_;
     encode_ep_address(a, v.data());
-    std::memcpy(v.data() + kEpAddressSize, extra.data(), std::min(extra.size(), extra_addr_len_));
+    if (!extra.empty()) std::memcpy(v.data() + kEpAddressSize, extra.data(), std::min(extra.size(), extra_addr_len_));
     return v;
 }
 
