@@ -164,6 +164,26 @@ CUresult bind_device(int ordinal) {
     return cur == ctx ? CUDA_SUCCESS : api->cuCtxSetCurrent(ctx);
 }
 
+DeviceScope::DeviceScope(int ordinal) {
+    const DriverApi *api = driver();
+    if (api == nullptr) return;
+    // Without knowing what was current we could not restore it: then bind nothing.
+    if (api->cuCtxGetCurrent(&prev_) != CUDA_SUCCESS) {
+        status_ = CUDA_ERROR_INVALID_CONTEXT;
+        return;
+    }
+    restore_ = true;
+    status_ = bind_device(ordinal);
+}
+
+DeviceScope::~DeviceScope() {
+    if (!restore_) return;
+    const DriverApi *api = driver();
+    CUcontext cur = nullptr;
+    // cuCtxSetCurrent(nullptr) pops: right when the thread had no context before.
+    if (api->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != prev_) api->cuCtxSetCurrent(prev_);
+}
+
 } // namespace gdx::cuda
 
 #endif // GDX_HAVE_CUDA_H

@@ -36,7 +36,8 @@ namespace gdx::cuda {
     X(cuMemAllocAsync, false) X(cuMemFreeAsync, false) X(cuMemPoolCreate, false) X(cuMemPoolDestroy, false) \
     X(cuMemAllocFromPoolAsync, false) X(cuMemPoolExportToShareableHandle, false)                            \
     X(cuMemPoolImportFromShareableHandle, false) X(cuMemPoolExportPointer, false)                           \
-    X(cuMemPoolImportPointer, false) X(cuMemPoolSetAccess, false)
+    X(cuMemPoolImportPointer, false) X(cuMemPoolSetAccess, false) X(cuMemHostGetFlags, false)               \
+    X(cuMemGetAccess, false)
 
 struct DriverApi {
 #define GDX_CUDA_DECLARE(name, required) decltype(&::name) name = nullptr;
@@ -74,6 +75,24 @@ std::vector<DeviceInfo> list_devices();
 // Makes device `ordinal`'s primary context current on this thread (retained once per device for the life of
 // the process). Returns CUDA_SUCCESS or the driver's error.
 CUresult bind_device(int ordinal);
+
+// bind_device() for one scope: makes `ordinal`'s primary context current and, on exit, restores whatever the
+// thread had current before (possibly nothing). gdx calls the driver from application threads; leaving a
+// context bound there would change what the application's next runtime call uses.
+class DeviceScope {
+  public:
+    explicit DeviceScope(int ordinal);
+    ~DeviceScope();
+    DeviceScope(const DeviceScope &) = delete;
+    DeviceScope &operator=(const DeviceScope &) = delete;
+    bool ok() const { return status_ == CUDA_SUCCESS; }
+    CUresult status() const { return status_; }
+
+  private:
+    CUcontext prev_ = nullptr;
+    bool restore_ = false;
+    CUresult status_ = CUDA_ERROR_NO_DEVICE;
+};
 
 } // namespace gdx::cuda
 

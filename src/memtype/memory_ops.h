@@ -44,7 +44,13 @@ struct MemInfo {
     uint64_t buffer_id = 0;         // driver's unique id of the allocation; changes on free + reuse
     bool dmabuf_allowed = false;    // cuMemGetHandleForAddressRange may be attempted (never managed/pool)
     bool integrated = false;        // integrated GPU (Jetson): GPUDirect uses host-allocated memory
-    bool host_accessible = true;    // CPU may load/store it directly (host kinds, managed, host-located VMM)
+    bool host_accessible = true;    // CPU may load/store it directly (host kinds, managed, host-located VMM
+                                    // whose mapping grants the CPU read-write access)
+    // Added by the memtype issue (compatible: new members at the end).
+    uint64_t block_id = 0;          // VMM: id of the physical allocation (CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID);
+                                    // revalidates VMM cache entries, whose buffer id may outlive an unmap + remap
+    uint32_t handle_types = 0;      // CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES (VMM and pool exports)
+    bool legacy_ipc = false;        // IS_LEGACY_CUDA_IPC_CAPABLE (drivers have reported 0 for cudaMalloc: a hint)
 };
 
 // A sub-range of a queried range that lies in one allocation (or one stretch of host memory).
@@ -82,9 +88,23 @@ struct Ops {
     // dma-buf fd for [ptr, ptr+len) (page-aligned range + offset inside the fd). GDX_ERR_UNSUPPORTED for kinds
     // that never export (managed, pool, host); the caller closes the fd.
     gdx_status_t (*dmabuf_fd)(const void *ptr, size_t len, int *fd, uint64_t *offset);
+    // Cheap check of a cached answer (one driver attribute read, no full query): GDX_OK when `ptr` still lies in
+    // the allocation `cached` describes, GDX_ERR_NOT_FOUND when that allocation is gone (freed, unmapped,
+    // reused by another allocation). Used by the range cache on every hit (range_cache.h).
+    gdx_status_t (*revalidate)(const void *ptr, const MemInfo &cached);
 };
 
 // The table, indexed by MemKind.
 const Ops &ops(MemKind k);
+
+// CUDA has no pointer attribute for "opened with cuIpcOpenMemHandle" (or an imported VMM handle): gdx's IPC
+// import path tells the memtype layer. Call note_ipc_import right after the mapping exists, note_ipc_close right
+// after it is closed/unmapped (and mem::invalidate before it, range_cache.h). Both drop overlapping cache entries.
+void note_ipc_import(const void *base, size_t size, int device);
+void note_ipc_close(const void *base);
+
+// dma-buf export tries CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE first (then flags 0) unless this is set to
+// false: a PCIe-mapped handle suits only some NICs on some platforms (src/memtype/README.md, dma-buf).
+void set_dmabuf_pcie_first(bool on);
 
 } // namespace gdx::mem

@@ -1,0 +1,124 @@
+// Names, the host row of the ops table, and the table itself. The CUDA row lives in cuda_ops.cpp.
+#include "memtype/memory_ops.h"
+
+#include "core/error.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+
+namespace gdx::mem {
+
+// Defined in cuda_ops.cpp (a row that is never available when gdx was built without cuda.h).
+const Ops &cuda_row();
+
+const char *kind_name(MemKind k) {
+    switch (k) {
+    case MemKind::Host:
+        return "host";
+    case MemKind::Cuda:
+        return "cuda";
+    case MemKind::kCount:
+        break;
+    }
+    return "unknown";
+}
+
+const char *type_name(MemType t) {
+    switch (t) {
+    case MemType::HostPageable:
+        return "host-pageable";
+    case MemType::HostPinned:
+        return "host-pinned";
+    case MemType::HostRegistered:
+        return "host-registered";
+    case MemType::CudaDevice:
+        return "cuda-device";
+    case MemType::CudaManaged:
+        return "cuda-managed";
+    case MemType::CudaVmm:
+        return "cuda-vmm";
+    case MemType::CudaVmmHost:
+        return "cuda-vmm-host";
+    case MemType::CudaPool:
+        return "cuda-pool";
+    case MemType::CudaIpcImported:
+        return "cuda-ipc-imported";
+    case MemType::Unmapped:
+        return "unmapped";
+    }
+    return "unknown";
+}
+
+namespace {
+
+constexpr const char *kComp = "memtype";
+
+bool host_available() { return true; }
+
+// The host row owns every address no other row claims: it answers without looking (asking the kernel whether
+// the page is mapped would cost a system call per query, and a bad pointer faults in the copy anyway).
+gdx_status_t host_query(const void *ptr, MemInfo *out) {
+    if (ptr == nullptr || out == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "host query: null argument");
+    *out = MemInfo{};
+    return GDX_OK;
+}
+
+gdx_status_t host_copy(void *dst, const void *src, size_t len, int /*device*/) {
+    if (len == 0) return GDX_OK;
+    if (dst == nullptr || src == nullptr)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "host copy of %zu bytes: null pointer", len);
+    std::memmove(dst, src, len);
+    return GDX_OK;
+}
+
+gdx_status_t host_copy_async(void *dst, const void *src, size_t len, int device, CopyHandle *h) {
+    if (h == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "host copy_async: null handle");
+    *h = CopyHandle{};
+    return host_copy(dst, src, len, device); // done before returning: GDX_OK means finished
+}
+
+gdx_status_t host_copy_test(CopyHandle *h) {
+    if (h == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "host copy_test: null handle");
+    *h = CopyHandle{};
+    return GDX_OK;
+}
+
+gdx_status_t host_alloc(size_t len, int /*device*/, void **out) {
+    if (out == nullptr || len == 0)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "host_alloc(%zu): null output or zero length", len);
+    *out = nullptr;
+    long page = sysconf(_SC_PAGESIZE);
+    int rc = posix_memalign(out, page > 0 ? static_cast<size_t>(page) : 4096, len);
+    if (rc != 0) return fail_errno(GDX_ERR_NO_MEMORY, rc, kComp, "host_alloc(%zu): posix_memalign", len);
+    return GDX_OK;
+}
+
+void host_free(void *p) { std::free(p); }
+
+gdx_status_t host_dmabuf_fd(const void *, size_t, int *fd, uint64_t *) {
+    if (fd != nullptr) *fd = -1;
+    return GDX_ERR_UNSUPPORTED; // not an error: host memory is registered with ibv_reg_mr, never by dma-buf
+}
+
+// Host answers are never cached (range_cache.h says why), so a host entry can never be confirmed.
+gdx_status_t host_revalidate(const void *, const MemInfo &) { return GDX_ERR_NOT_FOUND; }
+
+const Ops kHostRow = {
+    .name = "host",
+    .available = host_available,
+    .query = host_query,
+    .copy = host_copy,
+    .copy_async = host_copy_async,
+    .copy_test = host_copy_test,
+    .host_alloc = host_alloc,
+    .host_free = host_free,
+    .dmabuf_fd = host_dmabuf_fd,
+    .revalidate = host_revalidate,
+};
+
+} // namespace
+
+const Ops &ops(MemKind k) { return k == MemKind::Cuda ? cuda_row() : kHostRow; }
+
+} // namespace gdx::mem

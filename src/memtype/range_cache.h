@@ -1,0 +1,99 @@
+// Range cache of memory-type answers: [base, base+size) -> MemInfo for allocations a GPU row classified, so that
+// a lookup inside a known allocation costs a tree walk instead of a full driver query. The correctness argument
+// (free + reuse of the same address, host answers, races) is in README.md next to this file.
+#pragma once
+
+#include "memtype/memory_ops.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <shared_mutex>
+
+namespace gdx::mem {
+
+enum class CacheValidation : uint8_t {
+    // Every hit re-reads one driver attribute (buffer id; block id for VMM) and drops the entry when it changed.
+    // Safe against frees gdx never sees (the application's cudaFree). The default.
+    PerHit,
+    // Hits trust the entry: no driver call. Correct only while every free/unmap of cached memory is reported
+    // through invalidate() (gdx's own alloc/free/IPC-close paths do; an application's cudaFree does not).
+    Events,
+};
+const char *validation_name(CacheValidation v); // "per-hit", "events"
+
+struct RangeCacheStats {
+    uint64_t hits = 0;   // answered from the cache (validated in PerHit mode)
+    uint64_t misses = 0; // not found: the caller queried the driver
+    uint64_t stale = 0;  // found but revalidation failed: dropped (counted in misses too)
+    uint64_t inserts = 0;
+    uint64_t rejected = 0;      // insert() dropped: an invalidate() ran while the caller was querying
+    uint64_t evictions = 0;     // dropped for capacity (clock)
+    uint64_t invalidations = 0; // invalidate()/clear() calls
+    size_t entries = 0;
+};
+
+class RangeCache {
+  public:
+    RangeCache(size_t capacity, CacheValidation validation);
+    ~RangeCache();
+    RangeCache(const RangeCache &) = delete;
+    RangeCache &operator=(const RangeCache &) = delete;
+
+    // True and *out filled on a (validated) hit. *ticket always receives the token insert() wants: taken before
+    // the caller queries the driver, so that an invalidate() during the query keeps that answer out.
+    bool lookup(const void *ptr, MemInfo *out, uint64_t *ticket);
+    // Remembers `info`, answered by row `owner` (whose revalidate() checks later hits), unless it is not
+    // cacheable or an invalidate() ran since `ticket`. Overlapping older entries are dropped.
+    void insert(const MemInfo &info, const Ops *owner, uint64_t ticket);
+    // Drops every entry overlapping [base, base+len) (len 0 counts as 1 byte).
+    void invalidate(uintptr_t base, size_t len);
+    void clear();
+
+    // Host pageable and unmapped answers never qualify; nor do answers without bounds, nor (PerHit) without an
+    // id to revalidate against.
+    static bool cacheable(const MemInfo &info, CacheValidation validation);
+
+    size_t size() const;
+    size_t capacity() const { return capacity_; }
+    CacheValidation validation() const { return validation_; }
+    RangeCacheStats stats() const;
+
+  private:
+    struct Entry {
+        Entry(const MemInfo &i, const Ops *o) : info(i), owner(o) {}
+        MemInfo info;
+        const Ops *owner;
+        mutable std::atomic<bool> referenced{true}; // clock bit: set by hits under the shared lock
+    };
+    struct alignas(64) Counters {
+        std::atomic<uint64_t> hits{0}, misses{0}, stale{0};
+    };
+    static constexpr unsigned kCounterShards = 16; // hit counters per thread group: no shared cache line
+
+    Counters &counters() const;
+    void erase_locked(std::map<uintptr_t, Entry>::iterator it);
+    void drop_overlaps_locked(uintptr_t base, uintptr_t end);
+    void evict_one_locked();
+    void drop_stale(const MemInfo &seen);
+    bool stale(const void *ptr, const MemInfo &seen);
+
+    const size_t capacity_;
+    const CacheValidation validation_;
+    const uint64_t id_; // process-unique, never reused: keys the per-thread memo
+    mutable std::shared_mutex mu_;
+    std::map<uintptr_t, Entry> entries_; // by base; entries never overlap
+    uintptr_t hand_ = 0;                 // clock hand (a base address)
+    // Bumped on every removal (memo validity) and on every invalidate (insert tickets), under the write lock.
+    std::atomic<uint64_t> epoch_{1};
+    std::atomic<uint64_t> invalidations_{1};
+    mutable Counters shards_[kCounterShards];
+    std::atomic<uint64_t> inserts_{0}, rejected_{0}, evictions_{0}, invalidate_calls_{0};
+};
+
+// Every live RangeCache drops what overlaps [base, base+len). gdx's own free/unmap/IPC-close paths call this
+// after the memory is gone; so may anything above that learns of a free (e.g. UCX memory events).
+void invalidate(const void *base, size_t len);
+
+} // namespace gdx::mem
