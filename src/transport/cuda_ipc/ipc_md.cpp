@@ -184,6 +184,9 @@ gdx_status_t IpcMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, un
             c.reason = why;
         } else {
             uint64_t buffer_id = info.buffer_id;
+            // VMM: a reservation's buffer id may survive unmap + remap of another physical allocation; the block
+            // id is the allocation's own (bit 63 keeps the two id spaces apart).
+            if (info.type == mem::MemType::CudaVmm && info.block_id != 0) buffer_id = info.block_id | (1ull << 63);
             if (buffer_id == 0) { // memtype did not say: ask the driver (the import cache is keyed by it)
                 unsigned long long id = 0;
                 if (cuda::driver()->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
