@@ -13,6 +13,7 @@
 // Not a transport: it moves a few kilobytes once per run, blocking the caller.
 #pragma once
 
+#include "core/config.h"
 #include "gdx/status.h"
 
 #include <chrono>
@@ -33,6 +34,14 @@ class Bootstrap {
         int size = 0;                   // listen(): number of processes, >= 1; join(): 0 or the expected size
         std::chrono::nanoseconds timeout = std::chrono::seconds(10); // bound of each step
     };
+
+    // host = GDX_TCP_ADDR, timeout = GDX_CONN_TIMEOUT; port, rank and size are the caller's.
+    static Options options_from(const Config &cfg) {
+        Options o;
+        o.host = cfg.str(ConfigId::TCP_ADDR);
+        o.timeout = cfg.duration(ConfigId::CONN_TIMEOUT);
+        return o;
+    }
 
     static constexpr size_t kMaxBlob = 1u << 20; // per rank per allgather
     static constexpr int kMaxSize = 4096;

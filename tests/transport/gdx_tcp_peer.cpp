@@ -93,11 +93,10 @@ struct Peer {
         if (iface->md().mem_reg(buf.data(), buf.size(), mem::MemInfo{}, access, &mh) != GDX_OK) return 2;
         if (iface->ep_create(&ep) != GDX_OK) return 2;
         std::unique_ptr<tp::Bootstrap> boot;
-        tp::Bootstrap::Options opt;
+        tp::Bootstrap::Options opt = tp::Bootstrap::options_from(cfg);
         opt.host = args.host;
         opt.port = args.port;
         opt.size = 2;
-        opt.timeout = cfg.duration(ConfigId::CONN_TIMEOUT);
         gdx_status_t st = args.listen ? tp::Bootstrap::listen(opt, &boot) : tp::Bootstrap::join(opt, &boot);
         if (st != GDX_OK) return 2;
         if (args.listen) std::printf("BOOTSTRAP_PORT=%u\n", boot->port()), std::fflush(stdout);
