@@ -24,6 +24,9 @@ namespace gdx::tp::rc {
 //   40  16   gid          RoCE GID (zero on InfiniBand)
 inline constexpr size_t kAddrSize = 56;
 
+// Immediate data of an active message: kImmAmTag << 24 | id << 16. Anything else arriving is not ours.
+inline constexpr uint32_t kImmAmTag = 0xa5;
+
 class RcEndpoint final : public Endpoint {
   public:
     ~RcEndpoint() override;
