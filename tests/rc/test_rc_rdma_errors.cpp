@@ -2,6 +2,7 @@
 // and the ladder's decision for (fake) GPU memory; keys the NIC refuses; a peer killed mid-transfer; bad input.
 #include "rc_rdma_fixture.h"
 
+#include <algorithm>
 #include <csignal>
 #include <fcntl.h>
 #include <spawn.h>
@@ -16,6 +17,10 @@ extern char **environ;
 namespace {
 using RcErrors = RcRdmaTest;
 constexpr size_t kRkeyOff = 44, kLenOff = 16, kChunkOff = 32, kAccessOff = 5; // md.h's key layout
+struct AmLogOne {
+    int n = 0;
+    static void handler(void *arg, Endpoint *, const void *, size_t) { ++static_cast<AmLogOne *>(arg)->n; }
+};
 void put_le(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
@@ -276,4 +281,39 @@ TEST_F(RcErrors, BadInputIsRefusedWithAReason) {
     EXPECT_EQ(rc::component()->open({port_, "", false}, config_with({{"GDX_NET_DEVICES", "mlx5_9"}}), &none), GDX_ERR_NO_DEVICE);
     EXPECT_EQ(rc::component()->open({port_, "", false}, config_with({{"GDX_IB_GID_INDEX", "99999"}}), &none),
               GDX_ERR_INVALID_CONFIG);
+}
+
+TEST_F(RcErrors, GidSelectionFollowsThePreferenceAndTheOverride) {
+    std::shared_ptr<rc::DeviceCtx> dev;
+    ASSERT_EQ(rc::DeviceCtx::open(device_, 0, Config::defaults(), &dev), GDX_OK) << last_error();
+    if (!dev->is_roce()) GTEST_SKIP() << "InfiniBand port: LID addressing, no GID choice";
+    std::vector<ibv_gid_entry> t(dev->port_attr().gid_tbl_len);
+    ssize_t n = ibv_query_gid_table(dev->ctx(), t.data(), t.size(), 0);
+    ASSERT_GT(n, 0);
+    // The rule: RoCE v2 IPv4-mapped, else RoCE v2 link-local, else other RoCE v2, else v1 (first of each kind).
+    int want = -1, rank = 9;
+    for (ssize_t i = 0; i < n; ++i) {
+        if (t[i].port_num != dev->port()) continue;
+        const uint8_t *g = t[i].gid.raw;
+        bool v4 = std::all_of(g, g + 10, [](uint8_t b) { return b == 0; }) && g[10] == 0xff && g[11] == 0xff;
+        bool ll = g[0] == 0xfe && (g[1] & 0xc0) == 0x80;
+        int r = t[i].gid_type == IBV_GID_TYPE_ROCE_V2 ? (v4 ? 0 : ll ? 1 : 2) : 3;
+        if (r < rank) rank = r, want = static_cast<int>(t[i].gid_index);
+    }
+    EXPECT_EQ(dev->gid_index(), want) << "chose " << dev->gid_text();
+    std::printf("%s: GID %d %s (rank %d of: 0 IPv4-mapped v2, 1 link-local v2, 2 other v2, 3 v1)\n", device_.c_str(),
+                dev->gid_index(), dev->gid_text().c_str(), rank);
+    // The override picks exactly that index, and an endpoint pair connects through it.
+    std::shared_ptr<rc::DeviceCtx> forced;
+    std::string idx = std::to_string(t[0].gid_index);
+    ASSERT_EQ(rc::DeviceCtx::open(device_, 0, config_with({{"GDX_IB_GID_INDEX", idx}}), &forced), GDX_OK) << last_error();
+    EXPECT_EQ(forced->gid_index(), static_cast<int>(t[0].gid_index));
+    auto a = open({{"GDX_IB_GID_INDEX", idx}}), b = open({{"GDX_IB_GID_INDEX", idx}});
+    std::unique_ptr<Endpoint> ea, eb;
+    connect(*a, *b, &ea, &eb);
+    uint8_t m = 7;
+    AmLogOne got;
+    ASSERT_EQ(b->set_am_handler(3, AmLogOne::handler, &got), GDX_OK);
+    ASSERT_EQ(ea->am_short(3, &m, 1), GDX_OK);
+    ASSERT_TRUE(progress_until({a.get(), b.get()}, [&] { return got.n == 1; }, "AM over the forced GID"));
 }
