@@ -336,7 +336,19 @@ gdx_status_t RcEndpoint::post(Wr *wrs, unsigned n, Completion *comp, int txbuf, 
     }
     ibv_send_wr *bad = nullptr;
     if (int rc = ibv_post_send(qp_, &wrs[0].wr, &bad)) {
-        // Nothing of a failed chain is trusted to be queued: the endpoint is unusable from here on.
+        // The requests before `bad` were queued and will complete (flushed, since the endpoint fails now);
+        // the rest never were: release their slots so the accounting (and the drain) stays exact. The caller
+        // gets the error and keeps its Completion and buffers.
+        unsigned posted = 0;
+        for (ibv_send_wr *w = &wrs[0].wr; w != nullptr && w != bad; w = w->next) ++posted;
+        for (unsigned i = posted; i < n; ++i) {
+            Slot &s = slots_[wrs[i].wr.wr_id & 0xffffffff];
+            s.comp = nullptr;
+            s.txbuf = -1;
+        }
+        sq_free_ -= posted;
+        posted_seq_ -= n - posted;
+        next_slot_ -= n - posted;
         fail(GDX_ERR_DRIVER, "ibv_post_send: %s (errno %d)", std::strerror(rc), rc);
         return error_;
     }
