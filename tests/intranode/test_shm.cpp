@@ -9,13 +9,14 @@ namespace gdx::test {
 namespace {
 
 // Which side may use cross-memory attach: both, neither (ring copy), only us, only the peer.
-enum class Mode { Cma, Ring, OnlyUs, OnlyPeer };
+enum class Mode { Cma, Ring, OnlyUs, OnlyPeer, CmaSmall };
 const char *mode_name(Mode m) {
     switch (m) {
     case Mode::Cma: return "cma";
     case Mode::Ring: return "ring";
     case Mode::OnlyUs: return "cma_only_us";
     case Mode::OnlyPeer: return "cma_only_peer";
+    case Mode::CmaSmall: return "cma_from_4k";
     }
     return "?";
 }
@@ -28,6 +29,12 @@ class ShmPair : public PairFixture, public ::testing::WithParamInterface<Mode> {
         Config::Overrides ours;
         if (m == Mode::Ring || m == Mode::OnlyUs) env.push_back("GDX_SHM_CMA=no");
         if (m == Mode::Ring || m == Mode::OnlyPeer) ours["GDX_SHM_CMA"] = "no";
+        if (m == Mode::CmaSmall) { // CMA (and the split copy) from small sizes on: both paths at every size
+            env.push_back("GDX_SHM_CMA_THRESH=4K");
+            env.push_back("GDX_SHM_CMA_SPLIT=8K");
+            ours["GDX_SHM_CMA_THRESH"] = "4K";
+            ours["GDX_SHM_CMA_SPLIT"] = "8K";
+        }
         start("shm", "memory", env, ours);
         ASSERT_FALSE(peer_failed);
         ASSERT_TRUE(connect_both());
@@ -215,7 +222,7 @@ TEST_P(ShmPair, BadKeysRefusedByTarget) {
     EXPECT_EQ(check_remote("ok", 0, 4096, 8, 0), "ok");
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, ShmPair, ::testing::Values(Mode::Cma, Mode::Ring, Mode::OnlyUs, Mode::OnlyPeer),
+INSTANTIATE_TEST_SUITE_P(Paths, ShmPair, ::testing::Values(Mode::Cma, Mode::Ring, Mode::OnlyUs, Mode::OnlyPeer, Mode::CmaSmall),
                          [](const ::testing::TestParamInfo<Mode> &i) { return std::string(mode_name(i.param)); });
 
 TEST(ShmLocal, BadArgumentsAndAddresses) {

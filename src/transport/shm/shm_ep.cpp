@@ -262,8 +262,8 @@ void ShmEp::reply(uint8_t type, uint16_t flags, const void *body, size_t len) {
     replies_.push_back({type, flags, std::vector<uint8_t>(b, b + len)});
 }
 
-void ShmEp::op_done(uint64_t op, gdx_status_t st) {
-    DoneBody d{op, static_cast<int32_t>(st), 0};
+void ShmEp::op_done(uint64_t op, gdx_status_t st, bool granted) {
+    DoneBody d{op, static_cast<int32_t>(st), granted ? kDoneGranted : 0u};
     reply(kRecOpDone, 0, &d, sizeof(d));
 }
 
@@ -278,27 +278,10 @@ bool ShmEp::drain_replies() {
     return any;
 }
 
-gdx_status_t ShmEp::wait_grant_done(uint64_t seq) {
-    auto *mine = reinterpret_cast<ShmExtra *>(ch_.local_extra());
-    int64_t start = Hub::now_ns(), next_check = start + 1'000'000;
-    while (mine->done.seq.load(std::memory_order_acquire) != seq) {
-        iface_->service_grants(); // our initiator may be waiting for a grant from us in the other direction
-        cpu_relax();
-        int64_t now = Hub::now_ns();
-        if (now < next_check) continue;
-        next_check = now + 1'000'000;
-        if (ch_.sock() < 0 || socket_hung_up(ch_.sock())) {
-            ch_.fail(GDX_ERR_CONNECTION_RESET, "peer died while copying its granted part");
-            return GDX_ERR_CONNECTION_RESET;
-        }
-        if (now - start > iface_->tun().peer_timeout_ns) {
-            gdx_status_t st = GDX_FAIL(GDX_ERR_TIMEOUT, kComp, "pid %d did not copy its granted part within "
-                                       "GDX_PEER_TIMEOUT", static_cast<int>(ch_.peer_pid()));
-            ch_.fail(st, "grant timeout");
-            return st;
-        }
-    }
-    return static_cast<gdx_status_t>(mine->done.status);
+bool ShmEp::grant_outstanding() const {
+    if (grant_seq_ == 0 || !ch_.up()) return false;
+    auto *mine = reinterpret_cast<const ShmExtra *>(ch_.local_extra());
+    return mine->done.seq.load(std::memory_order_acquire) != grant_seq_;
 }
 
 void ShmEp::handle_cma_request(bool put, const uint8_t *body, size_t len) {
@@ -307,41 +290,39 @@ void ShmEp::handle_cma_request(bool put, const uint8_t *body, size_t len) {
     std::memcpy(&r, body, sizeof(r));
     RkeyTable &t = iface_->shm_md().table();
     unsigned need = put ? kAccessRemoteWrite : kAccessRemoteRead;
-    RkeyTable::Pin pin = t.pin(); // held until both halves are copied: a revoke waits for us
+    RkeyTable::Pin pin = t.pin(); // held while we copy: a revoke from another thread waits for us
     uint8_t *ptr = nullptr;
     std::string why;
     gdx_status_t st = t.check(pin, r.key, r.raddr, r.len, need, &ptr, &why);
     if (st != GDX_OK) {
         GDX_WARN(kComp, "refused %s of %" PRIu64 " bytes at 0x%" PRIx64 " from pid %d: %s", put ? "put" : "get", r.len,
                  r.raddr, static_cast<int>(ch_.peer_pid()), why.c_str());
-        return op_done(r.op, st);
+        return op_done(r.op, st, false);
     }
     bool me = ch_.i_can_cma(), peer = ch_.peer_can_cma();
     if (!me && !peer) {
         st = GDX_FAIL(GDX_ERR_PROTOCOL, kComp, "CMA %s request from pid %d, but CMA works in neither direction",
                       put ? "put" : "get", static_cast<int>(ch_.peer_pid()));
-        return op_done(r.op, st);
+        return op_done(r.op, st, false);
     }
-    // [0, mine) is ours; [mine, len) is granted to the initiator (both copy at once above the split size).
+    // [0, mine) is ours; [mine, len) is granted to the initiator, who copies it at the same time into the range
+    // we just validated. Until it reports done, this channel's later records wait (on_record stalls), and a
+    // deregistration of the key waits too (ShmIface::quiesce_key): validation keeps covering the copy.
     uint64_t mine = 0;
     if (me) mine = (peer && r.len >= iface_->tun().cma_split) ? (r.len / 2) & ~uint64_t{4095} : r.len;
-    uint64_t seq = 0;
-    if (mine < r.len) {
+    bool granted = mine < r.len;
+    if (granted) {
         auto *px = reinterpret_cast<ShmExtra *>(ch_.peer_extra_area());
-        seq = ++grant_seq_;
         px->grant.op = r.op;
         px->grant.off = mine;
         px->grant.len = r.len - mine;
         px->grant.kind = put ? 1u : 2u;
-        px->grant.seq.store(seq, std::memory_order_release);
+        grant_key_ = r.key;
+        px->grant.seq.store(++grant_seq_, std::memory_order_release);
         ch_.signal_peer();
     }
     if (mine > 0) st = put ? cma_read(ch_.peer_pid(), ptr, r.laddr, mine) : cma_write(ch_.peer_pid(), ptr, r.laddr, mine);
-    if (seq != 0) {
-        gdx_status_t s2 = wait_grant_done(seq);
-        if (st == GDX_OK) st = s2;
-    }
-    op_done(r.op, st);
+    op_done(r.op, st, granted);
 }
 
 bool ShmEp::service_grant() {
@@ -356,15 +337,18 @@ bool ShmEp::service_grant() {
     if (op == nullptr || static_cast<uint32_t>(op->kind) != kind || off > op->len || len > op->len - off) {
         st = GDX_FAIL(GDX_ERR_PROTOCOL, kComp, "grant from pid %d for an unknown operation or range",
                       static_cast<int>(ch_.peer_pid()));
-    } else if (op->kind == OpKind::Put) {
-        st = cma_write(ch_.peer_pid(), op->local + off, op->raddr + off, len);
     } else {
-        st = cma_read(ch_.peer_pid(), op->local + off, op->raddr + off, len);
+        // The target address comes from our own operation record, never from the grant.
+        st = op->kind == OpKind::Put ? cma_write(ch_.peer_pid(), op->local + off, op->raddr + off, len)
+                                     : cma_read(ch_.peer_pid(), op->local + off, op->raddr + off, len);
+        if (st != GDX_OK && op->status == GDX_OK) op->status = st;
+        op->granted_done = true;
     }
     auto *px = reinterpret_cast<ShmExtra *>(ch_.peer_extra_area());
     px->done.status = st;
     px->done.seq.store(s, std::memory_order_release);
     serviced_grant_ = s;
+    ch_.signal_peer(); // the target's ring is stalled behind this grant
     return true;
 }
 
@@ -394,7 +378,7 @@ void ShmEp::handle_put_data(const RecHdr &h, const uint8_t *rec, size_t len) {
             st = it->second;
             put_errors_.erase(it);
         }
-        op_done(b.op, st);
+        op_done(b.op, st, false);
     }
 }
 
@@ -447,6 +431,9 @@ void ShmEp::protocol_error(const char *what) {
 }
 
 bool ShmEp::on_record(const RecHdr &h, const uint8_t *rec) {
+    // A granted copy of the peer's is still running: what it sent after that request must not overtake it
+    // (put, then AM "data ready"). Leave the record in the ring; progress() offers it again.
+    if (grant_outstanding()) return false;
     size_t blen = h.len - sizeof(RecHdr);
     const uint8_t *body = rec + sizeof(RecHdr);
     switch (h.type) {
@@ -475,6 +462,13 @@ bool ShmEp::on_record(const RecHdr &h, const uint8_t *rec) {
         if (op == nullptr) {
             protocol_error("completion for an unknown operation");
             break;
+        }
+        if ((d.reserved & kDoneGranted) != 0) {
+            service_grant(); // published before this record: ours to copy now if progress has not yet
+            if (!op->granted_done) {
+                protocol_error("completion announces a grant that was never posted");
+                break;
+            }
         }
         complete_op(*op, static_cast<gdx_status_t>(d.status));
         break;
@@ -574,7 +568,7 @@ bool ShmEp::has_work() {
     if (!ch_.up()) return false;
     auto *mine = reinterpret_cast<ShmExtra *>(ch_.local_extra());
     return !replies_.empty() || !gets_.empty() || !sendq_.empty() || (pending_head_ != nullptr && resources_free()) ||
-           mine->grant.seq.load(std::memory_order_acquire) != serviced_grant_;
+           mine->grant.seq.load(std::memory_order_acquire) != serviced_grant_ || grant_outstanding();
 }
 
 } // namespace gdx::tp::shm

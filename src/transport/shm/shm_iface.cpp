@@ -3,6 +3,7 @@
 #include "transport/shm/shm_iface.h"
 
 #include <algorithm>
+#include <sched.h>
 
 namespace gdx::tp::shm {
 
@@ -25,6 +26,7 @@ gdx_status_t ShmIface::create(const Config &cfg, std::unique_ptr<Interface> *out
     ifc->tun_.cma_thresh = cfg.size(ConfigId::SHM_CMA_THRESH);
     ifc->tun_.cma_split = std::max<size_t>(cfg.size(ConfigId::SHM_CMA_SPLIT), 8192);
     ifc->tun_.peer_timeout_ns = cfg.duration(ConfigId::PEER_TIMEOUT).count();
+    ifc->md_.quiescer().iface = ifc.get();
 
     size_t max_rec = hc.ring_size / 8;
     Capabilities &c = ifc->caps_;
@@ -45,6 +47,7 @@ gdx_status_t ShmIface::create(const Config &cfg, std::unique_ptr<Interface> *out
 }
 
 ShmIface::~ShmIface() {
+    md_.quiescer().iface = nullptr;
     if (!eps_.empty())
         GDX_WARN(kComp, "interface closed with %zu endpoint(s) still open: destroy endpoints first", eps_.size());
 }
@@ -75,6 +78,25 @@ void ShmIface::deliver_am(ShmEp *ep, uint8_t id, const void *data, size_t len) {
 
 void ShmIface::service_grants() {
     for (ShmEp *ep : eps_) ep->service_grant();
+}
+
+void ShmIface::quiesce_key(uint64_t key) {
+    int64_t start = Hub::now_ns();
+    for (unsigned spins = 0;; ++spins) {
+        bool busy = false;
+        for (ShmEp *ep : eps_) busy |= ep->grant_outstanding() && ep->grant_key() == key;
+        if (!busy) return;
+        service_grants(); // a peer waiting on us in the other direction must not wait forever
+        if (spins > 4096) sched_yield();
+        if ((spins & 1023) == 0) {
+            hub_->progress_ctrl(true); // notices a peer that died meanwhile (its endpoint fails: no grant left)
+            if (Hub::now_ns() - start > tun_.peer_timeout_ns) {
+                GDX_ERROR(kComp, "deregistration: a peer still copies into a granted range after GDX_PEER_TIMEOUT; "
+                                 "revoking anyway");
+                return;
+            }
+        }
+    }
 }
 
 unsigned ShmIface::progress() {

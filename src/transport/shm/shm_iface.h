@@ -31,9 +31,15 @@ class SlotRegion {
 
 // ---- memory domain --------------------------------------------------------------------------------------
 
+// Lets a deregistration wait until no peer is still copying into a range it was granted (see README).
+struct GrantQuiescer {
+    ShmIface *iface = nullptr; // cleared when the interface closes
+};
+
 class ShmMemHandle final : public MemHandle {
   public:
-    ShmMemHandle(void *addr, size_t len, const mem::MemInfo &info, unsigned access, std::shared_ptr<RkeyTable> t);
+    ShmMemHandle(void *addr, size_t len, const mem::MemInfo &info, unsigned access, std::shared_ptr<RkeyTable> t,
+                 std::shared_ptr<GrantQuiescer> q);
     ~ShmMemHandle() override;
     gdx_status_t pack_rkey(std::span<uint8_t> out) const override;
     uint64_t key_id() const { return key_id_; }
@@ -41,6 +47,7 @@ class ShmMemHandle final : public MemHandle {
   private:
     friend class ShmMd;
     std::shared_ptr<RkeyTable> table_;
+    std::shared_ptr<GrantQuiescer> quiescer_;
     uint64_t key_id_ = 0; // 0: opens nothing (no remote rights, or memory shm does not reach)
 };
 
@@ -59,16 +66,18 @@ class ShmRemoteKey final : public RemoteKey {
 
 class ShmMd final : public MemoryDomain {
   public:
-    ShmMd() : table_(std::make_shared<RkeyTable>()) {}
+    ShmMd() : table_(std::make_shared<RkeyTable>()), quiescer_(std::make_shared<GrantQuiescer>()) {}
     std::string_view name() const override { return "shm"; }
     gdx_status_t mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
                          std::unique_ptr<MemHandle> *out) override;
     size_t rkey_packed_size() const override;
     gdx_status_t rkey_unpack(std::span<const uint8_t> packed, std::unique_ptr<RemoteKey> *out) override;
     RkeyTable &table() { return *table_; }
+    GrantQuiescer &quiescer() { return *quiescer_; }
 
   private:
     std::shared_ptr<RkeyTable> table_;
+    std::shared_ptr<GrantQuiescer> quiescer_;
 };
 
 // ---- the CMA grant mailboxes (in each segment's extra area; the peer writes both) -----------------------
@@ -113,6 +122,9 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     unsigned progress();
     bool has_work();
     bool service_grant(); // performs a grant the peer posted for one of our operations
+    // Target side: a part we granted to the peer is still being copied (for key grant_key()).
+    bool grant_outstanding() const;
+    uint64_t grant_key() const { return grant_key_; }
     Channel &channel() { return ch_; }
     ShmIface *iface() const { return iface_; }
     size_t outstanding() const { return active_; }
@@ -147,6 +159,7 @@ class ShmEp final : public Endpoint, public ChannelOwner {
         uint64_t raddr = 0, len = 0, key = 0;
         uint64_t sent = 0; // ring-copy put: bytes pushed so far
         gdx_status_t status = GDX_OK;
+        bool granted_done = false; // the target granted us part of the copy and we did it
     };
     struct Reply { // a record for the peer that did not fit in its ring yet
         uint8_t type;
@@ -168,13 +181,12 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     void check_flushes();
     bool push_put_data(Op &op);
     void reply(uint8_t type, uint16_t flags, const void *body, size_t len);
-    void op_done(uint64_t op, gdx_status_t st);
+    void op_done(uint64_t op, gdx_status_t st, bool granted);
     bool drain_replies();
     bool serve_get_streams();
     void handle_cma_request(bool put, const uint8_t *body, size_t len);
     void handle_put_data(const RecHdr &h, const uint8_t *body, size_t len);
     void handle_get_data(const RecHdr &h, const uint8_t *body, size_t len);
-    gdx_status_t wait_grant_done(uint64_t seq);
     bool resources_free();
     void protocol_error(const char *what);
 
@@ -191,7 +203,7 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     std::deque<GetStream> gets_;
     std::unordered_map<uint64_t, gdx_status_t> put_errors_; // ring-copy puts that failed part-way (target side)
     PendingRequest *pending_head_ = nullptr, *pending_tail_ = nullptr;
-    uint64_t grant_seq_ = 0, serviced_grant_ = 0;
+    uint64_t grant_seq_ = 0, serviced_grant_ = 0, grant_key_ = 0;
     int64_t busy_since_ns_ = 0; // when the outstanding count last rose from 0 (peer-timeout reference)
     std::vector<SlotRegion *> regions_;
     std::vector<Offer> offers_;
@@ -200,7 +212,7 @@ class ShmEp final : public Endpoint, public ChannelOwner {
 // ---- interface ------------------------------------------------------------------------------------------
 
 struct ShmTunables {
-    size_t cma_thresh = 16384;
+    size_t cma_thresh = 1u << 20;
     size_t cma_split = 262144;
     int64_t peer_timeout_ns = 10'000'000'000;
 };
@@ -229,6 +241,9 @@ class ShmIface final : public Interface {
     // Performs grants posted to any endpoint of this interface (called while a target waits for its initiator,
     // so that two processes waiting on each other's grants both move).
     void service_grants();
+    // Waits (bounded by hang-up detection and GDX_PEER_TIMEOUT) until no peer copies a part granted under
+    // `key`, servicing our own grants meanwhile; called by a deregistration before the key is revoked.
+    void quiesce_key(uint64_t key);
 
   private:
     ShmIface() = default;

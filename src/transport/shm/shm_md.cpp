@@ -10,12 +10,15 @@ constexpr const char *kComp = "shm";
 }
 
 ShmMemHandle::ShmMemHandle(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
-                           std::shared_ptr<RkeyTable> t)
-    : MemHandle(addr, len, info, access), table_(std::move(t)) {}
+                           std::shared_ptr<RkeyTable> t, std::shared_ptr<GrantQuiescer> q)
+    : MemHandle(addr, len, info, access), table_(std::move(t)), quiescer_(std::move(q)) {}
 
 ShmMemHandle::~ShmMemHandle() {
+    if (key_id_ == 0) return;
+    // No peer may still be writing a granted part of this range when the caller gets its memory back.
+    if (quiescer_->iface != nullptr) quiescer_->iface->quiesce_key(key_id_);
     // Revoked before the memory can go away: a later request with this key is refused by the target.
-    if (key_id_ != 0) table_->revoke(key_id_);
+    table_->revoke(key_id_);
 }
 
 gdx_status_t ShmMemHandle::pack_rkey(std::span<uint8_t> out) const {
@@ -40,7 +43,7 @@ gdx_status_t ShmMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, un
                         len);
     if ((access & ~static_cast<unsigned>(kAccessAll)) != 0 || access == 0)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg: access bits 0x%x", access);
-    auto h = std::make_unique<ShmMemHandle>(addr, len, info, access, table_);
+    auto h = std::make_unique<ShmMemHandle>(addr, len, info, access, table_, quiescer_);
     ChunkReg c;
     c.offset = 0;
     c.length = len;

@@ -33,8 +33,9 @@ struct ReqBody {
 struct DoneBody {
     uint64_t op;
     int32_t status;
-    uint32_t reserved;
+    uint32_t reserved; // kDoneGranted: part of the copy was granted to the initiator (it completes after it)
 };
+inline constexpr uint32_t kDoneGranted = 1;
 // Data records pad their body to 56 bytes so the payload starts 64-byte aligned in the ring.
 struct PutDataBody {
     uint64_t op, key, raddr, off; // bytes go to raddr + off
