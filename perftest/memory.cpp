@@ -267,6 +267,13 @@ gdx_status_t Buffer::write_from_host(size_t offset, const void *src, size_t len,
         *why = spec_.text() + ": " + cu_err("cuMemcpyHtoD", r);
         return GDX_ERR_DRIVER;
     }
+    // From pageable memory cuMemcpyHtoD may return before its DMA lands, and gdx's copies run on non-blocking
+    // streams that do not wait for it: the bytes must be in place before anything reads them.
+    r = cuda::driver()->cuCtxSynchronize();
+    if (r != CUDA_SUCCESS) {
+        *why = spec_.text() + ": " + cu_err("cuCtxSynchronize", r);
+        return GDX_ERR_DRIVER;
+    }
     return GDX_OK;
 #else
     *why = "no CUDA support";

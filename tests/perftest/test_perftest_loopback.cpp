@@ -3,6 +3,8 @@
 // transfer must be caught with its offset. No timing is asserted.
 #include "perftest_run.h"
 
+#define BOOST_BIND_GLOBAL_PLACEHOLDERS // property_tree includes boost/bind.hpp, which otherwise prints a note
+
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <gtest/gtest.h>
@@ -19,6 +21,10 @@ namespace pt = boost::property_tree;
 namespace {
 
 bool has(const std::string &out, const std::string &needle) { return out.find(needle) != std::string::npos; }
+
+// The decision lines come from a topology fixture: deterministic, and it keeps hwloc's PCI probe (libpciaccess,
+// which leaks under LeakSanitizer) out of the sanitizer run.
+const std::string kTopo = "GDX_TOPO_FILE=" GDX_TEST_SOURCE_DIR "/tests/topo/fixtures/two-socket.xml";
 
 class TempFile {
   public:
@@ -44,12 +50,13 @@ class TempFile {
 
 TEST(PerftestLoopback, TcpHostMemoryAllTestsValidatedWithJson) {
     TempFile json(".json");
-    auto r = run("", "--loopback -x tcp -t all -s 8,4K,64K -n 12 -w 2 -W 4 --validate --json " + json.path());
+    auto r = run(kTopo, "--loopback -x tcp -t all -s 8,4K,64K -n 12 -w 2 -W 4 --validate --json " + json.path());
     ASSERT_EQ(r.status, 0) << r.out;
     // The table says which transport ran and that every row was validated.
     EXPECT_TRUE(has(r.out, "# tcp on ")) << r.out;
     EXPECT_TRUE(has(r.out, "(validated)")) << r.out;
     EXPECT_TRUE(has(r.out, "# decision: transport tcp")) << r.out;
+    EXPECT_TRUE(has(r.out, "# decision: source: GDX_TOPO_FILE=")) << r.out; // gdx_info -t's lines
     EXPECT_FALSE(has(r.out, "WARNING")) << r.out;
 
     const std::string text = json.read();
@@ -95,18 +102,18 @@ TEST(PerftestLoopback, TcpHostMemoryAllTestsValidatedWithJson) {
 
 TEST(PerftestLoopback, CorruptedTransferIsCaughtWithItsOffset) {
     // GDX_PERFTEST_CORRUPT_AT flips one byte of each message the receiver checks (a test aid).
-    auto r = run("GDX_PERFTEST_CORRUPT_AT=100", "--loopback -x tcp -t put_bw -s 4K -n 3 --validate");
+    auto r = run(kTopo + " GDX_PERFTEST_CORRUPT_AT=100", "--loopback -x tcp -t put_bw -s 4K -n 3 --validate");
     EXPECT_EQ(r.status, 3) << r.out;
     EXPECT_TRUE(has(r.out, "data validation failed at the receiver (put_bw 4K, iteration 0)")) << r.out;
     EXPECT_TRUE(has(r.out, "first bad byte at offset 100 of the 4096-byte message")) << r.out;
     // The client checks what a get brought back.
-    r = run("GDX_PERFTEST_CORRUPT_AT=7", "--loopback -x tcp -t get_bw -s 64 -n 3 --validate");
+    r = run(kTopo + " GDX_PERFTEST_CORRUPT_AT=7", "--loopback -x tcp -t get_bw -s 64 -n 3 --validate");
     EXPECT_EQ(r.status, 3) << r.out;
     EXPECT_TRUE(has(r.out, "first bad byte at offset 7 of the 64-byte message")) << r.out;
 }
 
 TEST(PerftestLoopback, CsvHasHeaderAndOneLinePerRow) {
-    auto r = run("", "--loopback -x tcp -t put_bw,am_lat -s 8,1K -n 5 --csv", "2>/dev/null");
+    auto r = run(kTopo, "--loopback -x tcp -t put_bw,am_lat -s 8,1K -n 5 --csv", "2>/dev/null");
     ASSERT_EQ(r.status, 0) << r.out;
     std::istringstream in(r.out);
     std::string line;
@@ -120,14 +127,14 @@ TEST(PerftestLoopback, CsvHasHeaderAndOneLinePerRow) {
 }
 
 TEST(PerftestLoopback, UnwritableJsonFileFailsAfterTheRun) {
-    auto r = run("", "--loopback -x tcp -t put_bw -s 8 -n 3 --json /nonexistent-dir/x.json");
+    auto r = run(kTopo, "--loopback -x tcp -t put_bw -s 8 -n 3 --json /nonexistent-dir/x.json");
     EXPECT_EQ(r.status, 1) << r.out;
     EXPECT_TRUE(has(r.out, "cannot write JSON results to '/nonexistent-dir/x.json'")) << r.out;
 }
 
 TEST(PerftestLoopback, UnknownTransportInThisBuildIsNamed) {
     // rc needs an RDMA device; without one (or without the transport) the message says what is available.
-    auto r = run("", "--loopback -x rc -t put_bw -s 8 -n 3 --timeout 10");
+    auto r = run(kTopo, "--loopback -x rc -t put_bw -s 8 -n 3 --timeout 10");
     if (r.status == 0) GTEST_SKIP() << "rc works here (RDMA device present)";
     EXPECT_EQ(r.status, 1) << r.out;
     EXPECT_TRUE(has(r.out, "transport 'rc'")) << r.out;
@@ -135,8 +142,9 @@ TEST(PerftestLoopback, UnknownTransportInThisBuildIsNamed) {
 
 TEST(PerftestLoopback, PhaseLongerThanTheTimeoutSurvivesThroughKeepalives) {
     // --timeout bounds every wait, and the server waits for the client's next request through a whole measured
-    // phase: the client's keepalives must carry a phase that outlasts it (about 3 GB here; no time asserted).
-    auto r = run("", "--loopback -x tcp -t put_bw -s 256K -n 400 -W 32 --timeout 1 --no-decisions");
+    // phase: the client's keepalives must carry a phase that outlasts it (about 3 GB here, longer than 2 s on
+    // slow or sanitizer builds; no time asserted).
+    auto r = run(kTopo, "--loopback -x tcp -t put_bw -s 256K -n 400 -W 32 --timeout 2 --no-decisions");
     EXPECT_EQ(r.status, 0) << r.out;
     std::istringstream in(r.out);
     std::string line, test, size;
@@ -153,7 +161,8 @@ TEST(PerftestMpirun, TwoRanksRunAndTheServersRefusalReachesTheClient) {
     const std::string mpirun = "mpirun --allow-run-as-root --oversubscribe -np 2 ";
     const std::string port = std::to_string(20000 + getpid() % 20000);
     auto launch = [&](const std::string &args) {
-        std::string cmd = "timeout -k 5 120 " + mpirun + GDX_TEST_BINARY_DIR "/perftest/gdx_perftest -p " + port +
+        std::string cmd = "env " + kTopo + " timeout -k 5 120 " + mpirun + "-x GDX_TOPO_FILE " GDX_TEST_BINARY_DIR
+                          "/perftest/gdx_perftest -p " + port +
                           " --timeout 30 " + args + " 2>&1";
         gdx::perf::test::RunResult r;
         FILE *p = popen(cmd.c_str(), "r");
