@@ -115,11 +115,17 @@ bool ImportCache::drop_overlapping(const PackedKey &k) {
     bool clear = true;
     for (auto &e : map_) {
         Mapping &m = *e.second;
-        if (m.exporter == k.exporter_nonce && m.buffer_id != k.buffer_id && overlaps(m, k.alloc_base, k.alloc_size)) {
-            // The exporter freed that allocation and reused its addresses: the old mapping is dead.
-            m.stale = true;
-            if (m.inflight > 0) clear = false;
+        if (m.exporter != k.exporter_nonce || m.buffer_id == k.buffer_id || !overlaps(m, k.alloc_base, k.alloc_size))
+            continue;
+        if (!m.stale && m.buffer_id > k.buffer_id) {
+            // The key is older than the allocation we have mapped there (the driver hands out increasing ids): a
+            // stale key whose revocation is on its way. Never open its handle (the memory may be reused); wait.
+            clear = false;
+            continue;
         }
+        // The exporter freed that allocation and reused its addresses: the old mapping is dead.
+        m.stale = true;
+        if (m.inflight > 0) clear = false;
     }
     collect();
     return clear;

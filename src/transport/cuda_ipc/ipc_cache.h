@@ -58,7 +58,9 @@ class ImportCache {
     gdx_status_t open_vmm(Mapping &m, int fd);
     gdx_status_t open_pool_ptr(Mapping &m, CUmemoryPool pool);
     void close(Mapping &m);
-    bool drop_overlapping(const PackedKey &k); // true when every overlapping stale mapping could be closed
+    // True when nothing overlapping stands in the way: older mappings of the range are closed (or closing); false
+    // when one is still in use, or when the key itself is older than the mapping there (stale: wait for REVOKE).
+    bool drop_overlapping(const PackedKey &k);
 
     int device_;
     size_t capacity_;
