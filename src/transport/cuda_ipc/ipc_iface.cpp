@@ -8,6 +8,7 @@
 #include "transport/cuda_ipc/cuda_extra.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #endif
 
@@ -217,7 +218,9 @@ void CudaIpcIface::finish(Stream &s, gdx_status_t st) {
 unsigned CudaIpcIface::poll_streams() {
     const cuda::DriverApi *api = cuda::driver();
     unsigned n = 0;
+    std::optional<cuda::DeviceScope> scope; // bound only when a driver call is needed (events, stream checks)
     for (Stream &s : streams_) {
+        if (!s.fifo.empty() && !use_flags_ && !scope) scope.emplace(device_);
         while (!s.fifo.empty()) {
             Marker m = s.fifo.front();
             bool done;
@@ -244,7 +247,7 @@ unsigned CudaIpcIface::poll_streams() {
         int64_t now = shm::Hub::now_ns();
         if (now < s.next_check_ns) continue;
         s.next_check_ns = now + kStreamCheckNs;
-        cuda::DeviceScope scope(device_);
+        if (!scope) scope.emplace(device_);
         CUresult r = api->cuStreamQuery(s.s);
         if (r == CUDA_SUCCESS) {
             n += static_cast<unsigned>(s.fifo.size());
