@@ -5,6 +5,7 @@
 
 #include <cinttypes>
 #include <cstring>
+#include <sched.h>
 #include <unistd.h>
 
 namespace gdx::tp::shm {
@@ -37,6 +38,13 @@ ShmEp::ShmEp(ShmIface *iface) : iface_(iface), ch_(&iface->hub(), this, 0) {
 }
 
 ShmEp::~ShmEp() {
+    // The peer may still be copying a part we granted into our registered memory: let it finish (bounded)
+    // before the endpoint, and with it the quiesce bookkeeping of that range, goes away.
+    int64_t until = Hub::now_ns() + iface_->tun().peer_timeout_ns;
+    while (grant_outstanding() && !socket_hung_up(ch_.sock()) && Hub::now_ns() < until) {
+        iface_->service_grants();
+        sched_yield();
+    }
     if (!regions_.empty())
         GDX_WARN(kComp, "endpoint destroyed with %zu shared-slot region(s) still attached", regions_.size());
     for (SlotRegion *r : regions_) r->on_ep_failed(GDX_ERR_CANCELED, true);
