@@ -3,7 +3,7 @@
 //   ipc     GPU a -> GPU b with cuda_ipc: put bandwidth at 1 MiB / 16 MiB / 256 MiB as the receiver sees it
 //           (the bytes have landed when the peer's AM handler runs), put+AM latency at 8 B / 1 KiB
 //   staged  P2P off: GPU a -> shared pinned slots -> GPU b (each side's DMA, no CPU copy); same sizes
-// Usage: intranode_bench [--mode shm|ipc|staged|all] [--gpus A,B] [--scale N]
+// Usage: intranode_bench [--mode shm|ipc|staged|all] [--gpus A,B] [--scale N] [--size BYTES (shm bw only)]
 // Prints a command/date/machine header and one table row per measurement; never judges (no thresholds).
 #include "intranode_bench.h"
 
@@ -26,6 +26,8 @@
 extern char **environ;
 
 namespace gdx::bench {
+
+size_t g_only_size = 0; // --size: shm bandwidth at this size only
 
 // ---- plumbing -------------------------------------------------------------------------------------------
 
@@ -297,10 +299,12 @@ int lead_shm(int scale, bool ring) {
     if (t.iface->md().rkey_unpack(unhex(b[2]), &rk) != GDX_OK) return 2;
     const size_t kBuf = 64u << 20;
     std::vector<uint8_t> local(kBuf, 1);
-    if (!ring)
+    if (!ring && !g_only_size)
         for (size_t size : {size_t{8}, size_t{1024}}) am_latency(t, path, size, 20000 * scale);
     for (bool put : {true, false}) {
-        for (size_t size : {size_t{65536}, size_t{1} << 20, size_t{16} << 20, size_t{64} << 20}) {
+        std::vector<size_t> sizes{size_t{65536}, size_t{1} << 20, size_t{16} << 20, size_t{64} << 20};
+        if (g_only_size) sizes = {g_only_size};
+        for (size_t size : sizes) {
             size_t count = std::max<size_t>(8, (size_t{2} << 30) * scale / size / 2);
             std::vector<double> reps;
             for (int rep = 0; rep < 3; ++rep) {
@@ -333,6 +337,7 @@ int main(int argc, char **argv) {
         else if (k == "--gpu") gpu = std::atoi(v.c_str());
         else if (k == "--scale") scale = std::max(1, std::atoi(v.c_str()));
         else if (k == "--gpus") std::sscanf(v.c_str(), "%d,%d", &gpu_a, &gpu_b);
+        else if (k == "--size") g_only_size = std::stoull(v);
     }
     if (role == "peer") return peer_main(mode, gpu);
     std::printf("%s", machine_header(argc, argv).c_str());
