@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # ucx_perftest (UCP level, host memory, two processes on this host) over gdx's transports next to UCX's own,
-# in one run: tag_bw at 1..16 MiB and tag_lat at 8 B. Each figure is the median of --reps runs; both processes
-# spin, so on a machine with few cores (or shared ones) the figures mostly measure scheduling: read them next
-# to the machine line of the header.
+# in one run: tag_bw at 1..16 MiB and tag_lat at 8 B. Each figure is the median of --reps runs.
 #
-#   bench/ucx_vs_gdx.sh [--module PATH] [--reps N] [--out FILE] [--configs "name=UCX_TLS ..."]
+# Both processes spin. Server and client are pinned to two different CPUs (--cpus, default 0,1): when the
+# scheduler puts them on one CPU, every exchange that needs the other process to run costs a time slice (about
+# 8 ms here), and posix and gdx alike drop to a few hundred MB/s or less; that measures the scheduler, not the
+# transport. Other load on the machine still shows: read the figures next to the header's load line.
+#
+#   bench/ucx_vs_gdx.sh [--module PATH] [--reps N] [--out FILE] [--cpus A,B] [--configs "name=UCX_TLS ..."]
 #     default configs: ucx-posix=posix  ucx-sysv=sysv  ucx-tcp=tcp  gdx-shm=gdx_shm,gdx_aux:aux
 #                      gdx-tcp=gdx_tcp,gdx_aux:aux     (a gdx config whose transport is missing is reported n/a)
 #     --out FILE: also write the report there (bench/results/ucx-<date>.txt is the convention)
@@ -20,6 +23,7 @@ out=""
 configs="ucx-posix=posix ucx-sysv=sysv ucx-tcp=tcp gdx-shm=gdx_shm,gdx_aux:aux gdx-tcp=gdx_tcp,gdx_aux:aux"
 sizes="1048576 2097152 4194304 8388608 16777216"
 timeout_s=120
+cpus="0,1"
 cmdline="$0 $*"
 
 while [ $# -gt 0 ]; do
@@ -28,6 +32,7 @@ while [ $# -gt 0 ]; do
     --reps) reps="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --configs) configs="$2"; shift 2 ;;
+    --cpus) cpus="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ucx_vs_gdx.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
@@ -37,6 +42,10 @@ if [ -z "$module" ]; then
 fi
 [ -f "$module" ] || { echo "ucx_vs_gdx.sh: libuct_gdx.so.0 not found (build it or pass --module)" >&2; exit 2; }
 command -v ucx_perftest >/dev/null || { echo "ucx_vs_gdx.sh: ucx_perftest not found (ucx-utils)" >&2; exit 2; }
+srv_cpu=${cpus%%,*} cli_cpu=${cpus#*,}
+command -v taskset >/dev/null || { echo "ucx_vs_gdx.sh: taskset not found (util-linux)" >&2; exit 2; }
+taskset -c "$srv_cpu" true && taskset -c "$cli_cpu" true ||
+  { echo "ucx_vs_gdx.sh: cannot pin to CPUs $cpus (--cpus A,B)" >&2; exit 2; }
 
 tmp=$(mktemp -d /tmp/ucx_vs_gdx.XXXXXX) || exit 2
 trap 'rm -rf "$tmp"' EXIT
@@ -48,11 +57,11 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 run_one() {
   local tls="$1" test="$2" size="$3" iters="$4" port spid
   port=$(free_port)
-  env LD_PRELOAD="$module" UCX_TLS="$tls" timeout "$timeout_s" \
+  env LD_PRELOAD="$module" UCX_TLS="$tls" taskset -c "$srv_cpu" timeout "$timeout_s" \
     ucx_perftest -p "$port" -t "$test" -s "$size" -n "$iters" >"$tmp/srv" 2>&1 &
   spid=$!
   sleep 0.3
-  env LD_PRELOAD="$module" UCX_TLS="$tls" timeout "$timeout_s" \
+  env LD_PRELOAD="$module" UCX_TLS="$tls" taskset -c "$cli_cpu" timeout "$timeout_s" \
     ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$iters" >"$tmp/cli" 2>&1
   local crc=$?
   wait "$spid"; local src=$?
@@ -106,6 +115,7 @@ report() {
   echo "# machine: $(hostname), $(uname -sr), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), load $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# UCX:     $(ucx_info -v | sed -n 's/^# Version //p'); gdx $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown); module $module"
   echo "# configs: $configs"
+  echo "# pinning: server on CPU $srv_cpu, client on CPU $cli_cpu (taskset)"
   echo "# figures: median of $reps runs; tag_bw = overall MB/s (higher is better), tag_lat = 50th percentile us (lower)"
   echo
   printf "%-14s" "tag_bw size"; for n in "${names[@]}"; do printf "%12s" "$n"; done

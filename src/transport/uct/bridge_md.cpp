@@ -228,6 +228,9 @@ extern "C" void gdx_uct_md_close(gdx_uct_md_t *md) {
 extern "C" void gdx_uct_md_query(gdx_uct_md_t *md, gdx_uct_md_attr_t *attr) {
     const tp::Capabilities &caps = md->anchor->caps();
     attr->rkey_packed_size = kKeyHeader + md->md->rkey_packed_size();
+    using mem::MemType;
+    attr->reg_host = (caps.direct_types & (tp::type_bit(MemType::HostPageable) | tp::type_bit(MemType::HostPinned) |
+                                           tp::type_bit(MemType::HostRegistered))) != 0 ? 1 : 0;
     attr->reg_cuda = is_cuda_direct(caps.direct_types) ? 1 : 0;
     attr->reg_cuda_managed = (caps.direct_types & tp::type_bit(mem::MemType::CudaManaged)) != 0 ? 1 : 0;
 }

@@ -69,6 +69,7 @@ typedef struct {
 
 typedef struct {
     size_t rkey_packed_size;  /* what gdx_uct_mkey_pack writes */
+    int reg_host;             /* the transport reaches host memory directly (direct_types); cuda_ipc does not */
     int reg_cuda;             /* the transport reaches CUDA device memory directly (direct_types) */
     int reg_cuda_managed;
 } gdx_uct_md_attr_t;

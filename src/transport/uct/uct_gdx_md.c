@@ -3,9 +3,10 @@
  *
  * CUDA: Debian's UCX has no CUDA module, so nothing in UCX can tell a device pointer from a host one. When
  * gdx's CUDA backend finds a GPU, this MD advertises CUDA and CUDA_MANAGED in detect_mem_types and answers
- * mem_query/detect_memory_type through gdx's memory-type layer; registration and access of CUDA memory are
- * advertised only for transports that reach it directly (their Capabilities::direct_types). Without a GPU
- * every pointer is host memory and no CUDA capability is advertised. */
+ * mem_query/detect_memory_type through gdx's memory-type layer. Registration and access of a memory type are
+ * advertised only for transports that reach it directly (their Capabilities::direct_types): host for tcp and
+ * shm, CUDA for cuda_ipc (and rc with GPUDirect). Without a GPU every pointer is host memory and no CUDA
+ * capability is advertised. */
 #include "uct_gdx_glue.h"
 
 #include <ucs/debug/log.h>
@@ -64,7 +65,7 @@ static void uct_gdx_md_close(uct_md_h uct_md)
 static ucs_status_t uct_gdx_md_query(uct_md_h uct_md, uct_md_attr_t *attr)
 {
     uct_gdx_md_t *md = ucs_derived_of(uct_md, uct_gdx_md_t);
-    uint64_t direct  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    uint64_t direct  = md->attr.reg_host ? UCS_BIT(UCS_MEMORY_TYPE_HOST) : 0;
 
     if (md->cuda && md->attr.reg_cuda) {
         direct |= UCS_BIT(UCS_MEMORY_TYPE_CUDA);
