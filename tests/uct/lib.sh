@@ -12,17 +12,20 @@ note() { echo "# $*"; }
 # A TCP port nobody listens on right now (released before use: a small race other tests cannot widen much).
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
+# The LD_PRELOAD list that loads module $1 (tools/gdx-run decides: a sanitizer runtime the module needs comes first).
+preload_of() { "$(dirname "${BASH_SOURCE[0]}")/../../tools/gdx-run" --module "$1" --print-preload; }
+
 # Fails unless `ucx_info -d` (with the module preloaded) lists transport $2.
 require_tl() {
   local module="$1" tl="$2" out
-  out=$(LD_PRELOAD="$module" timeout 60 ucx_info -d 2>&1) || fail "ucx_info -d with $module failed: $out"
+  out=$(LD_PRELOAD="$(preload_of "$module")" timeout 60 ucx_info -d 2>&1) || fail "ucx_info -d with $module failed: $out"
   grep -q "Transport: $tl\$" <<<"$out" || fail "ucx_info -d does not list $tl (is it compiled into gdx?)"
 }
 
 # First device of transport $2 in `ucx_info -d`.
 first_device() {
   local out
-  out=$(LD_PRELOAD="$1" timeout 60 ucx_info -d 2>/dev/null)
+  out=$(LD_PRELOAD="$(preload_of "$1")" timeout 60 ucx_info -d 2>/dev/null)
   awk -v tl="$2" '$0 ~ "Transport: "tl"$" {getline; sub(/.*Device: /, ""); print; exit}' <<<"$out"
 }
 

@@ -115,7 +115,9 @@ static ucs_status_t uct_gdx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hea
     UCT_CHECK_LENGTH(total, 0, iface->attr.max_am_short, "am_short");
     /* The receiver sees header and payload contiguous; gdx's am_short takes one buffer. */
     memcpy(iface->scratch, &header, sizeof(header));
-    memcpy(UCS_PTR_BYTE_OFFSET(iface->scratch, sizeof(header)), payload, length);
+    if (length > 0) { /* UCP sends header-only messages with payload NULL: memcpy must not see it */
+        memcpy(UCS_PTR_BYTE_OFFSET(iface->scratch, sizeof(header)), payload, length);
+    }
     return uct_gdx_op_status(iface, gdx_uct_ep_am_short(UCT_GDX_EP(tl_ep), id, iface->scratch, total),
                              "am_short");
 }
