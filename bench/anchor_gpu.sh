@@ -12,7 +12,7 @@
 #
 # Pairs of columns, GPU A -> GPU B, each NCCL mode next to the gdx path that does the same thing:
 #   nccl p2p     | gdx cuda_ipc   NVLink / PCIe peer-to-peer         (gdx_perftest -x cuda_ipc)
-#   nccl shm     | gdx staged     through pinned host memory         (gdx_perftest -x cuda_ipc --path staged)
+#   nccl shm     | gdx staged     through pinned host memory         (gdx_perftest -x shm: GPU memory staged)
 #   nccl socket  | gdx tcp        through the network stack, loopback (gdx_perftest -x tcp: GPU memory staged)
 # Rows: the harness's sizes: latency at 1 KiB (half a round trip, us) and bandwidth 64 KiB..256 MiB (GB/s =
 # 1e9 B/s, the receiver's view). gdx's cells carry the path gdx reported (direct / staged / mixed), and '!' when
@@ -112,12 +112,12 @@ run_gdx() { # column name, then gdx_perftest arguments
 }
 if [ "$ngpu" -ge 2 ]; then
   run_gdx cuda_ipc -m "cuda:$ga" -M "cuda:$gb" -x cuda_ipc
-  run_gdx staged -m "cuda:$ga" -M "cuda:$gb" -x cuda_ipc --path staged
+  run_gdx staged -m "cuda:$ga" -M "cuda:$gb" -x shm --path staged
   run_gdx tcp -m "cuda:$ga" -M "cuda:$gb" -x tcp
 elif [ "$ngpu" -eq 1 ]; then
   echo "gdx GPU $ga -> GPU $gb: n/a: 1 GPU here; measured GPU 0 -> GPU 0 instead (columns marked g0->g0)" >> "$notes"
   run_gdx cuda_ipc -m cuda:0 -M cuda:0 -x cuda_ipc
-  run_gdx staged -m cuda:0 -M cuda:0 -x cuda_ipc --path staged
+  run_gdx staged -m cuda:0 -M cuda:0 -x shm --path staged
   run_gdx tcp -m cuda:0 -M cuda:0 -x tcp
 else
   echo "gdx GPU columns: n/a: no GPU here; host -> host over shm measured instead (column 'gdx host', to 16M)" >> "$notes"

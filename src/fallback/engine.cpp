@@ -238,14 +238,18 @@ gdx_status_t Engine::mem_reg(void *addr, size_t len, unsigned access, Region **o
             return fail_errno(GDX_ERR_IO, errno, kComp, "mem_reg: getrandom for the region id");
     }
     auto region = std::make_unique<Region>(addr, len, info, access, id, std::move(memh));
-    if (!region->fully_direct() && (c.iface.caps().direct_types & tp::type_bit(mem::MemType::HostPinned)) == 0) {
+    // Fault injection that denies fragments their direct path makes any region need staging.
+    const bool may_stage =
+        !region->fully_direct() || c.fault.params().p2p_every != 0 || c.fault.params().p2p_percent != 0;
+    if (may_stage && (c.iface.caps().direct_types & tp::type_bit(mem::MemType::HostPinned)) == 0) {
         // The pool itself is made on first use (pinned memory is not spent on transports that never stage), but a
         // transport that cannot reach pinned host memory can never stage: say so here, not mid-transfer.
         return GDX_FAIL(GDX_ERR_UNREACHABLE, kComp,
-                        "mem_reg(%p, %zu): the %.*s transport reaches %s memory only in part and cannot stage the "
-                        "rest (it does not reach pinned host memory)",
+                        "mem_reg(%p, %zu): the %.*s transport cannot stage %s memory it does not reach directly (it "
+                        "does not reach pinned host memory)%s",
                         addr, len, static_cast<int>(c.iface.transport_name().size()), c.iface.transport_name().data(),
-                        mem::type_name(info.type));
+                        mem::type_name(info.type),
+                        region->fully_direct() ? " and GDX_FAULT_P2P_* denies fragments the direct path" : "");
     }
     if (log::enabled(log::Level::Debug)) {
         for (const tp::ChunkReg &ch : region->memh().chunks())

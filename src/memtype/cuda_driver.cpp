@@ -3,6 +3,7 @@
 #if GDX_HAVE_CUDA_H
 #include "core/log.h"
 
+#include <cstring>
 #include <dlfcn.h>
 #include <mutex>
 
@@ -16,6 +17,18 @@ std::string g_why;
 
 using GetProcAddressV2 = CUresult (*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 using GetProcAddressV1 = CUresult (*)(const char *, void **, int, cuuint64_t);
+
+// cuGetProcAddress returns the newest ABI of a name up to the version asked for, which is not always the one cuda.h
+// declares under that name: CUDA 13.0 turned cuCtxSynchronize into (CUcontext) and cuCtxGetDevice into
+// (CUdevice *, CUcontext) while cuda.h kept the old declarations (the new ones are the _v2 names). gdx calls
+// the declarations of cuda.h (decltype in DriverApi), so those names are asked for at the last version with
+// that signature; calling the 13.0 entry point without its context argument fails ("context is destroyed").
+int abi_version(const char *name) {
+    static constexpr const char *kBefore13[] = {"cuCtxSynchronize", "cuCtxGetDevice"};
+    for (const char *n : kBefore13)
+        if (std::strcmp(n, name) == 0) return CUDA_VERSION < 12090 ? CUDA_VERSION : 12090;
+    return CUDA_VERSION;
+}
 
 DriverApi *load() {
     // RTLD_NODELETE: entry points stay valid for static destructors that free CUDA memory at exit.
@@ -34,13 +47,14 @@ DriverApi *load() {
     auto *api = new DriverApi;
     bool ok = true;
     auto resolve = [&](const char *name, void **slot, bool required) {
+        const int abi = abi_version(name);
         CUresult r;
         if (gpa2 != nullptr) {
             CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
-            r = gpa2(name, slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+            r = gpa2(name, slot, abi, CU_GET_PROC_ADDRESS_DEFAULT, &status);
             if (status != CU_GET_PROC_ADDRESS_SUCCESS) r = CUDA_ERROR_NOT_FOUND;
         } else {
-            r = gpa1(name, slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT);
+            r = gpa1(name, slot, abi, CU_GET_PROC_ADDRESS_DEFAULT);
         }
         if (r != CUDA_SUCCESS || *slot == nullptr) {
             *slot = nullptr;

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "memtype/host_mapping.h"
 #include "memtype/ipc_registry.h"
 #include "memtype/range_cache.h"
 
@@ -253,7 +254,9 @@ gdx_status_t cuda_query(const void *ptr, MemInfo *out) {
         info.base = imported.base;
         info.size = imported.size;
         if (device_state(imported.device) != nullptr) info.device = imported.device;
-    } else if (with_context(), vmm_properties(api, ptr, &prop, &st)) {
+    } else if (!info.legacy_ipc && (with_context(), vmm_properties(api, ptr, &prop, &st))) {
+        // (Memory that legacy IPC can export is cuMemAlloc memory, never a cuMemMap mapping: no VMM probe, whose
+        // expected INVALID_VALUE compute-sanitizer would report as an API error.)
         if (st != GDX_OK) return st;
 #if CUDA_VERSION >= 12020
         const bool on_host = prop.location.type == CU_MEM_LOCATION_TYPE_HOST ||
@@ -278,13 +281,19 @@ gdx_status_t cuda_query(const void *ptr, MemInfo *out) {
         info.dmabuf_allowed = !on_host && a.full && prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
     } else if (a.memtype == CU_MEMORYTYPE_HOST) {
         // Pinned (cuMemHostAlloc/cuMemAllocHost) and registered (cuMemHostRegister) memory report the same
-        // attributes; cuMemHostGetFlags is documented to fail for anything not allocated by the former two.
+        // attributes. Older drivers fail cuMemHostGetFlags for registered memory; current ones (580) answer for
+        // both, and then who made the mapping decides (host_mapping.h).
         unsigned int flags = 0;
         CUresult r =
             api->cuMemHostGetFlags ? api->cuMemHostGetFlags(&flags, const_cast<void *>(ptr)) : CUDA_ERROR_NOT_SUPPORTED;
-        if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE)
-            GDX_DEBUG(kComp, "cuMemHostGetFlags(%p): %s: reporting host-pinned", ptr, cuda::error_text(r).c_str());
         info.type = r == CUDA_ERROR_INVALID_VALUE ? MemType::HostRegistered : MemType::HostPinned;
+        if (info.type == MemType::HostPinned) {
+            std::string why;
+            HostMappingOrigin origin = host_mapping_origin(ptr, &why);
+            if (origin == HostMappingOrigin::Application) info.type = MemType::HostRegistered;
+            if (origin == HostMappingOrigin::Unknown)
+                GDX_DEBUG(kComp, "%p: %s: reporting host-pinned", ptr, why.c_str());
+        }
         info.kind = MemKind::Host;
         info.host_accessible = true;
     } else if (a.full && a.mapped == 0) {

@@ -50,7 +50,7 @@ class TempFile {
 
 TEST(PerftestLoopback, TcpHostMemoryAllTestsValidatedWithJson) {
     TempFile json(".json");
-    auto r = run(kTopo, "--loopback -x tcp -t all -s 8,4K,64K -n 12 -w 2 -W 4 --validate --json " + json.path());
+    auto r = run(kTopo, "--loopback -x tcp -m host -M host -t all -s 8,4K,64K -n 12 -w 2 -W 4 --validate --json " + json.path());
     ASSERT_EQ(r.status, 0) << r.out;
     // The table says which transport ran and that every row was validated.
     EXPECT_TRUE(has(r.out, "# tcp on ")) << r.out;
@@ -113,7 +113,7 @@ TEST(PerftestLoopback, CorruptedTransferIsCaughtWithItsOffset) {
 }
 
 TEST(PerftestLoopback, CsvHasHeaderAndOneLinePerRow) {
-    auto r = run(kTopo, "--loopback -x tcp -t put_bw,am_lat -s 8,1K -n 5 --csv", "2>/dev/null");
+    auto r = run(kTopo, "--loopback -x tcp -m host -M host -t put_bw,am_lat -s 8,1K -n 5 --csv", "2>/dev/null");
     ASSERT_EQ(r.status, 0) << r.out;
     std::istringstream in(r.out);
     std::string line;
