@@ -78,8 +78,9 @@ export PATH="$prefix/usr/bin:\$PATH"
 export LD_LIBRARY_PATH="$libdir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export UCX_MODULE_DIR="$libdir/ucx"
 export PKG_CONFIG_PATH="$libdir/pkgconfig\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}"
-export GDX_CARRIED_UCX_CMAKE="-Ducx_DIR=$libdir/cmake/ucx -DGDX_UCX_SRC_DIR=$(ls -d "$prefix"/src/ucx-* | head -1)"
-echo "carried UCX $version: build with  cmake -S <gdx> -B <build> -G Ninja \$GDX_CARRIED_UCX_CMAKE" >&2
+# (Not GDX_*: gdx warns about every GDX_* variable it does not know, a typo guard.)
+export CARRIED_UCX_CMAKE_ARGS="-Ducx_DIR=$libdir/cmake/ucx -DGDX_UCX_SRC_DIR=$(ls -d "$prefix"/src/ucx-* | head -1)"
+echo "carried UCX $version: build with  cmake -S <gdx> -B <build> -G Ninja \$CARRIED_UCX_CMAKE_ARGS" >&2
 EOF
   say "unpacked UCX $version into $prefix; next:  . $prefix/env.sh && scripts/carry-ucx.sh check $prefix"
 }

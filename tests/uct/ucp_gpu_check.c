@@ -71,8 +71,8 @@ static int cuda_open(int ordinal, char *why, size_t why_len)
         snprintf(why, why_len, "no CUDA driver (dlopen libcuda.so.1: %s)", dlerror());
         return 0;
     }
-#define SYM(name) if ((*(void**)&cu.name = dlsym(h, #name)) == NULL && \
-                      (*(void**)&cu.name = dlsym(h, #name "_v2")) == NULL) { \
+#define SYM(name) if ((*(void**)&cu.name = dlsym(h, #name "_v2")) == NULL && \
+                      (*(void**)&cu.name = dlsym(h, #name)) == NULL) { \
                       snprintf(why, why_len, "libcuda.so.1 lacks %s", #name); return 0; }
     SYM(cuInit) SYM(cuDeviceGetCount) SYM(cuDeviceGet) SYM(cuDevicePrimaryCtxRetain) SYM(cuCtxSetCurrent)
     SYM(cuMemAlloc) SYM(cuMemFree) SYM(cuMemcpyHtoD) SYM(cuMemcpyDtoH)

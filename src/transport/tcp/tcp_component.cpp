@@ -137,7 +137,8 @@ class TcpComponent final : public Component {
                                 dev.name.c_str(), want.is_v4() ? "IPv4" : "IPv6", want.to_string().c_str());
             listen_ip = *a;
         } else if (!owns(*it, want)) {
-            return GDX_FAIL(GDX_ERR_NO_DEVICE, "tcp",
+            // Ordinary when a caller (UCX) tries every listed device: the reason at debug, not an error line.
+            return ::gdx::fail(GDX_ERR_NO_DEVICE, log::Level::Debug, "tcp",
                             "open: GDX_TCP_ADDR=%s is not an address of device %s; tcp listens only on GDX_TCP_ADDR",
                             want.to_string().c_str(), dev.name.c_str());
         }
