@@ -17,13 +17,13 @@ namespace {
 void usage(FILE *f) {
     std::fprintf(f,
                  "Usage: gdx_info [-v] [-c] [-d] [-t] [-a] [-m] [-h]\n"
-                 "  -v  version and build configuration (default)\n"
-                 "  -c  configuration: every GDX_* variable with value, default, source and doc\n"
-                 "  -d  devices: GPUs (CUDA driver) and RDMA devices (libibverbs)\n"
-                 "  -t  topology and path decisions for each (GPU, RDMA device) pair\n"
-                 "  -a  all of the above\n"
-                 "  -m  the GDX_* reference as a Markdown table (the README's)\n"
-                 "  -h  this help\n");
+                 "  -v, --version   version and build configuration (default)\n"
+                 "  -c, --config    configuration: every GDX_* variable with value, default, source and doc\n"
+                 "  -d, --devices   devices: GPUs (CUDA driver) and RDMA devices (libibverbs)\n"
+                 "  -t, --topology  topology and path decisions for each (GPU, RDMA device) pair\n"
+                 "  -a, --all       all of the above\n"
+                 "  -m, --markdown  the GDX_* reference as a Markdown table (the README's)\n"
+                 "  -h, --help      this help\n");
 }
 
 void print_version() {
@@ -126,7 +126,12 @@ void print_rdma_devices() {
 int main(int argc, char **argv) {
     bool version = false, config = false, devices = false, topo = false, markdown = false;
     int opt;
-    while ((opt = getopt(argc, argv, "vcdtamh")) != -1) {
+    // Long spellings too, as users of ucx_info and nvidia-smi type them.
+    static const option kLong[] = {{"version", no_argument, nullptr, 'v'}, {"config", no_argument, nullptr, 'c'},
+                                   {"devices", no_argument, nullptr, 'd'}, {"topology", no_argument, nullptr, 't'},
+                                   {"all", no_argument, nullptr, 'a'},     {"markdown", no_argument, nullptr, 'm'},
+                                   {"help", no_argument, nullptr, 'h'},    {nullptr, 0, nullptr, 0}};
+    while ((opt = getopt_long(argc, argv, "vcdtamh", kLong, nullptr)) != -1) {
         switch (opt) {
         case 'v': version = true; break;
         case 'c': config = true; break;

@@ -71,6 +71,19 @@ TEST(GdxInfo, BadOptionIsUsageError) {
     EXPECT_NE(r.out.find("Usage: gdx_info"), std::string::npos) << r.out;
 }
 
+TEST(GdxInfo, LongOptionsWorkLikeTheShortOnes) {
+    RunResult help = run("", "--help");
+    EXPECT_EQ(help.status, 0) << help.out;
+    EXPECT_NE(help.out.find("--config"), std::string::npos) << help.out;
+    RunResult lng = run("", "--config"), shrt = run("", "-c");
+    ASSERT_EQ(lng.status, 0) << lng.out;
+    EXPECT_NE(lng.out.find("GDX_LOG_LEVEL="), std::string::npos) << lng.out;
+    EXPECT_EQ(lng.out, shrt.out); // the same section, whichever spelling
+    RunResult bad = run("", "--bogus");
+    EXPECT_EQ(bad.status, 2);
+    EXPECT_NE(bad.out.find("Usage: gdx_info"), std::string::npos) << bad.out;
+}
+
 TEST(Readme, ConfigReferenceEqualsTheTable) {
     RunResult r = run("", "-m");
     ASSERT_EQ(r.status, 0) << r.out;
