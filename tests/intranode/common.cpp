@@ -221,6 +221,9 @@ gdx_status_t Buffer::write(size_t off, const uint8_t *src, size_t len) {
     cuda::DeviceScope scope(device_);
     CUresult r = cuda::driver()->cuMemcpy(reinterpret_cast<CUdeviceptr>(ptr() + off),
                                           reinterpret_cast<CUdeviceptr>(src), len);
+    // From pageable memory cuMemcpy may return before its DMA lands; gdx copies on streams of its own, which do
+    // not wait for it. An application synchronizes before handing a buffer over, and so does the test.
+    if (r == CUDA_SUCCESS) r = cuda::driver()->cuCtxSynchronize();
     return r == CUDA_SUCCESS ? GDX_OK : GDX_ERR_DRIVER;
 #else
     return GDX_ERR_UNSUPPORTED;

@@ -5,6 +5,7 @@
 //   state                                 -> state <status>
 //   alloc <name> <kind> <size> <off> <seed> <rw|r|w>  -> buf <name> <addr> <rkey>   (pattern-filled)
 //   realloc <name>                        -> buf ...   (free, then the same allocation again)
+//   rereg <name>                          -> buf ...   (deregister, then register the same memory again)
 //   fill <name> <seed> | dereg <name> | free <name>   -> ok
 //   check <name> <off> <len> <seed> <first>           -> ok | bad <index>
 //   put|get <name> <off> <len> <raddr> <rkey>        -> done <status>
@@ -248,6 +249,18 @@ std::string handle(const std::string &line) {
         old.mh.reset();
         old.mem.reset(); // freed first, so the allocator may hand the same address out again
         return do_alloc(w[1], k, size, off, 0, acc);
+    }
+    if (c == "rereg" && it != g_bufs.end()) {
+        Buf &b = it->second;
+        b.mh.reset(); // the exporter revokes this export lifetime
+        gdx_status_t st = g_tp.iface->md().mem_reg(b.mem->ptr(), b.size, b.mem->info(),
+                                                   b.access | tp::kAccessLocalRead | tp::kAccessLocalWrite, &b.mh);
+        if (st != GDX_OK) return "err " + st_text(st);
+        std::vector<uint8_t> rk(g_tp.iface->md().rkey_packed_size());
+        b.mh->pack_rkey(rk);
+        char a[32];
+        std::snprintf(a, sizeof(a), "%" PRIx64, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(b.mem->ptr())));
+        return "buf " + w[1] + " " + a + " " + to_hex(rk);
     }
     if (c == "fill" && it != g_bufs.end()) return it->second.mem->fill(std::stoull(w[2])) == GDX_OK ? "ok" : "err";
     if (c == "dereg" && it != g_bufs.end()) {

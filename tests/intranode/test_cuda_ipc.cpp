@@ -154,6 +154,40 @@ TEST_P(IpcPair, ExporterFreesAndReallocatesUnderALiveMapping) {
     }
 }
 
+TEST_P(IpcPair, ExporterRegistersTheSameMemoryAgainAfterDeregistering) {
+    // UCP registers a send buffer per rendezvous and deregisters it after: the same allocation is exported again
+    // and again. Each deregistration revokes its export lifetime only; the next key of the same allocation works.
+    const Case &c = GetParam();
+    if (c.kind == Kind::Managed) GTEST_SKIP() << "managed memory is not exported";
+    std::unique_ptr<Buffer> local;
+    ASSERT_EQ(Buffer::make(Kind::Cuda, c.ours, 1u << 20, 0, &local), GDX_OK);
+    RemoteBuf r = alloc_remote("r", kind_name(c.kind), 1u << 20, 0, 1);
+    for (int round = 0; round < 4; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        uint64_t seed = 700 + static_cast<uint64_t>(round);
+        ASSERT_EQ(local->fill(seed), GDX_OK);
+        ASSERT_EQ(put(local->ptr(), 1u << 20, nullptr, r.addr, *r.rkey), GDX_OK) << last_error();
+        EXPECT_EQ(check_remote("r", 0, 1u << 20, seed, 0), "ok");
+        RemoteBuf old = std::move(r);
+        std::vector<std::string> w = split(call("rereg r"));
+        ASSERT_EQ(w.size(), 4u) << (w.empty() ? "" : w[0]);
+        r.addr = std::stoull(w[2], nullptr, 16);
+        EXPECT_EQ(r.addr, old.addr); // the same memory
+        r.packed = from_hex(w[3]);
+        ASSERT_EQ(tp.iface->md().rkey_unpack(r.packed, &r.rkey), GDX_OK);
+        // The old key is refused once its revocation arrives. Until then it still names live, registered memory
+        // (the same allocation), so a put may land: harmless, and overwritten below.
+        gdx_status_t st = GDX_OK;
+        for (int i = 0; i < 5000 && st == GDX_OK; ++i)
+            if ((st = put(local->ptr(), 4096, nullptr, old.addr, *old.rkey)) == GDX_OK) tp.iface->progress();
+        EXPECT_EQ(st, GDX_ERR_ACCESS_DENIED);
+        // ... and the new one opens the same allocation again.
+        ASSERT_EQ(local->fill(seed + 50), GDX_OK);
+        ASSERT_EQ(put(local->ptr(), 1u << 20, nullptr, r.addr, *r.rkey), GDX_OK) << last_error();
+        EXPECT_EQ(check_remote("r", 0, 1u << 20, seed + 50, 0), "ok");
+    }
+}
+
 std::vector<Case> cases() {
     std::vector<Case> v;
     for (auto [a, b] : {std::pair{0, 0}, std::pair{0, 1}})

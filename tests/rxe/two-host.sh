@@ -15,6 +15,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$(cd -- "$1" && pwd -P)
 bin=$build/tests/rc/rc_two_host
 [ -x "$bin" ] || { echo "two-host: $bin not built" >&2; exit 2; }
+# The guests see the host's / read-only but have a /tmp of their own (RXE_VM_RW_CWD=0 below): a build tree under
+# /tmp is invisible there ("command not found"). Say so instead.
+case "$build/" in /tmp/*) echo "two-host: $build is under /tmp, which the guests do not share: build elsewhere" >&2
+                          exit 2 ;; esac
 
 work=$(mktemp -d /tmp/gdx-two-host.XXXXXX)
 sock=$work/link.sock

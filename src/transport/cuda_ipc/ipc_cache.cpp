@@ -5,6 +5,7 @@
 #include "memtype/cuda_driver.h"
 #include "memtype/memory_ops.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstring>
 #include <unistd.h>
@@ -134,13 +135,14 @@ bool ImportCache::drop_overlapping(const PackedKey &k) {
 gdx_status_t ImportCache::acquire(const PackedKey &k, Mapping **out, bool *need_fd) {
     *need_fd = false;
     Key key{k.exporter_nonce, k.buffer_id};
-    if (revoked_.count(key))
+    if (revoked_.count(RevokedKey{k.exporter_nonce, k.buffer_id, k.epoch}))
         return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp, "remote key for buffer %" PRIu64 " was revoked by its exporter "
                         "(deregistered)", k.buffer_id);
     auto it = map_.find(key);
     if (it != map_.end() && !it->second->stale) {
         Mapping &m = *it->second;
         m.last_use = ++clock_;
+        m.epoch = std::max(m.epoch, k.epoch); // the allocation was exported again: still the same memory
         *out = &m;
         if (m.state == Mapping::State::Ready) return GDX_OK;
         return m.state == Mapping::State::WaitFd ? GDX_ERR_NO_RESOURCE : m.error;
@@ -155,6 +157,7 @@ gdx_status_t ImportCache::acquire(const PackedKey &k, Mapping **out, bool *need_
     m->alloc_size = k.alloc_size;
     m->token = k.token;
     m->pool_id = k.pool_id;
+    m->epoch = k.epoch;
     std::memcpy(m->handle, k.handle, kHandleSize);
     m->last_use = ++clock_;
     cuda::DeviceScope scope(device_);
@@ -224,10 +227,10 @@ void ImportCache::on_fd(uint64_t exporter, uint64_t token, gdx_status_t status, 
     if (fd >= 0) ::close(fd);
 }
 
-void ImportCache::revoke(uint64_t exporter, uint64_t buffer_id) {
-    Key key{exporter, buffer_id};
-    auto it = map_.find(key);
-    if (it != map_.end()) it->second->stale = true;
+void ImportCache::revoke(uint64_t exporter, uint64_t buffer_id, uint64_t epoch) {
+    auto it = map_.find(Key{exporter, buffer_id});
+    if (it != map_.end() && it->second->epoch <= epoch) it->second->stale = true;
+    RevokedKey key{exporter, buffer_id, epoch};
     if (revoked_.insert(key).second) {
         revoked_order_.push_back(key);
         if (revoked_order_.size() > kMaxRevoked) {

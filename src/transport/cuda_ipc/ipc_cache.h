@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace gdx::tp::cuda_ipc {
@@ -23,6 +24,7 @@ struct Mapping {
     ExportKind kind = ExportKind::None;
     uint64_t alloc_base = 0, alloc_size = 0;
     uint64_t token = 0, pool_id = 0;
+    uint64_t epoch = 0; // newest export epoch of the keys that used it (an older REVOKE leaves it open)
     uint8_t handle[kHandleSize] = {};
     uint8_t *ptr = nullptr; // where the exporter's alloc_base is mapped here
     State state = State::WaitFd;
@@ -45,7 +47,9 @@ class ImportCache {
     gdx_status_t acquire(const PackedKey &k, Mapping **m, bool *need_fd);
     // The exporter's answer to a descriptor request; `fd` (-1 on error) is consumed.
     void on_fd(uint64_t exporter, uint64_t token, gdx_status_t status, int fd);
-    void revoke(uint64_t exporter, uint64_t buffer_id);
+    // Closes the mapping of (exporter, buffer id) once unused and refuses keys of that export epoch from now on;
+    // a later registration of the same allocation (a higher epoch) maps it afresh.
+    void revoke(uint64_t exporter, uint64_t buffer_id, uint64_t epoch);
     void exporter_gone(uint64_t exporter);
     // Closes stale mappings nobody uses and trims to capacity.
     void collect();
@@ -67,8 +71,9 @@ class ImportCache {
     uint64_t clock_ = 0;
     std::map<Key, std::unique_ptr<Mapping>> map_;
     std::map<Key, CUmemoryPool> pools_; // (exporter, pool id) -> imported pool
-    std::set<Key> revoked_;
-    std::deque<Key> revoked_order_; // bounded memory of revocations
+    using RevokedKey = std::tuple<uint64_t, uint64_t, uint64_t>; // exporter, buffer id, epoch
+    std::set<RevokedKey> revoked_;
+    std::deque<RevokedKey> revoked_order_; // bounded memory of revocations
 };
 
 } // namespace gdx::tp::cuda_ipc

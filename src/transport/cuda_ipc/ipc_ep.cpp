@@ -110,7 +110,8 @@ gdx_status_t CudaIpcEp::resolve(const PackedKey &k, uint64_t raddr, size_t len, 
         bool live = false;
         if (s) {
             std::lock_guard<std::mutex> g(s->mutex);
-            live = s->live.count(k.buffer_id) != 0;
+            auto l = s->live.find(k.buffer_id);
+            live = l != s->live.end() && l->second.epoch == k.epoch;
         }
         if (!live)
             return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp, "remote key for buffer %" PRIu64 " was revoked", k.buffer_id);
@@ -265,7 +266,7 @@ void CudaIpcEp::drain() {
         deferred_.pop_front();
     }
     while (!revokes_.empty()) {
-        RevokeBody b{revokes_.front()};
+        RevokeBody b = revokes_.front();
         if (!ch_.push(kRecRevoke, 0, 0, &b, sizeof(b), nullptr, 0)) break;
         revokes_.pop_front();
     }
@@ -297,8 +298,8 @@ gdx_status_t CudaIpcEp::pending_add(PendingRequest *req) {
     return GDX_OK;
 }
 
-void CudaIpcEp::queue_revoke(uint64_t buffer_id) {
-    if (ch_.up()) revokes_.push_back(buffer_id);
+void CudaIpcEp::queue_revoke(uint64_t buffer_id, uint64_t epoch) {
+    if (ch_.up()) revokes_.push_back({buffer_id, epoch});
 }
 
 // ---- incoming -------------------------------------------------------------------------------------------
@@ -311,7 +312,7 @@ bool CudaIpcEp::on_record(const shm::RecHdr &h, const uint8_t *rec) {
     } else if (h.type == kRecRevoke && blen >= sizeof(RevokeBody)) {
         RevokeBody b;
         std::memcpy(&b, body, sizeof(b));
-        iface_->cache().revoke(ch_.peer().iface_nonce, b.buffer_id);
+        iface_->cache().revoke(ch_.peer().iface_nonce, b.buffer_id, b.epoch);
     } else {
         ch_.fail(GDX_FAIL(GDX_ERR_PROTOCOL, kComp, "unknown record type %u from pid %d", h.type,
                           static_cast<int>(ch_.peer_pid())),

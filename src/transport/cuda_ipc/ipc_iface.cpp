@@ -277,13 +277,13 @@ void CudaIpcIface::forget(CudaIpcEp *ep) {
 unsigned CudaIpcIface::progress() {
     unsigned n = hub_->progress_ctrl(cache_->waiting()); // descriptor answers are awaited: look every time
     n += poll_streams();
-    std::vector<uint64_t> revoked;
+    std::vector<std::pair<uint64_t, uint64_t>> revoked;
     {
         std::lock_guard<std::mutex> g(exports_->mutex);
         revoked.swap(exports_->to_revoke);
     }
-    for (uint64_t id : revoked)
-        for (CudaIpcEp *ep : eps_) ep->queue_revoke(id);
+    for (const auto &[id, epoch] : revoked)
+        for (CudaIpcEp *ep : eps_) ep->queue_revoke(id, epoch);
     for (size_t i = 0; i < eps_.size(); ++i) n += eps_[i]->progress();
     return n;
 }

@@ -26,8 +26,13 @@ struct ExportState {
     };
     std::mutex mutex;
     std::unordered_map<uint64_t, Export> by_token;
-    std::unordered_map<uint64_t, unsigned> live; // buffer id -> registrations with remote rights
-    std::vector<uint64_t> to_revoke;             // buffer ids to announce at the next progress()
+    struct Live {
+        unsigned count = 0; // registrations with remote rights
+        uint64_t epoch = 0; // this export lifetime's number (keys carry it; REVOKE names it)
+    };
+    std::unordered_map<uint64_t, Live> live;                 // buffer id -> its live export
+    uint64_t next_epoch = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> to_revoke; // (buffer id, epoch) to announce at the next progress()
     ~ExportState();
 };
 

@@ -27,6 +27,7 @@ struct FdRep {
 };
 struct RevokeBody {
     uint64_t buffer_id;
+    uint64_t epoch;
 };
 inline constexpr size_t kBusIdLen = 16;
 inline constexpr size_t kAddrExtra = kBusIdLen + 8; // PCI bus id (NUL padded), device ordinal, reserved
@@ -54,7 +55,7 @@ class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
     unsigned progress();
     bool has_work() const;
     void on_copy_done(uint64_t op_id, gdx_status_t st); // from the interface's stream scan
-    void queue_revoke(uint64_t buffer_id);
+    void queue_revoke(uint64_t buffer_id, uint64_t epoch);
     shm::Channel &channel() { return ch_; }
     size_t outstanding() const { return active_; }
 
@@ -97,7 +98,7 @@ class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
     std::vector<std::pair<uint64_t, Completion *>> flushes_;
     std::deque<DeferredAm> deferred_;
     size_t deferred_bytes_ = 0;
-    std::deque<uint64_t> revokes_;
+    std::deque<RevokeBody> revokes_;
     PendingRequest *pending_head_ = nullptr, *pending_tail_ = nullptr;
 };
 

@@ -48,6 +48,7 @@ void encode_key(const PackedKey &k, uint8_t out[kKeySize]) {
     store_le64(out + 64, k.token);
     store_le64(out + 72, k.pool_id);
     std::memcpy(out + 80, k.handle, kHandleSize);
+    store_le64(out + 144, k.epoch);
 }
 
 gdx_status_t decode_key(std::span<const uint8_t> in, PackedKey *out, std::string *why) {
@@ -57,7 +58,7 @@ gdx_status_t decode_key(std::span<const uint8_t> in, PackedKey *out, std::string
     if (p[1] != static_cast<uint8_t>(wire::TransportId::CudaIpc)) return bad(why, "remote key not issued by cuda_ipc");
     if (p[2] > static_cast<uint8_t>(ExportKind::Pool)) return bad(why, "unknown export kind");
     if (p[3] != 0) return bad(why, "reserved byte is not zero");
-    for (size_t i = 144; i < kKeySize; ++i)
+    for (size_t i = 152; i < kKeySize; ++i)
         if (p[i] != 0) return bad(why, "reserved tail is not zero");
     PackedKey k;
     k.kind = static_cast<ExportKind>(p[2]);
@@ -75,6 +76,7 @@ gdx_status_t decode_key(std::span<const uint8_t> in, PackedKey *out, std::string
     k.token = load_le64(p + 64);
     k.pool_id = load_le64(p + 72);
     std::memcpy(k.handle, p + 80, kHandleSize);
+    k.epoch = load_le64(p + 144);
     if (k.alloc_base > UINT64_MAX - k.alloc_size || k.reg_base > UINT64_MAX - k.reg_len)
         return bad(why, "remote key range wraps around");
     if (k.kind != ExportKind::None && !wire::range_inside(k.reg_base, k.reg_len, k.alloc_base, k.alloc_size))

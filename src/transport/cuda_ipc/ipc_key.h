@@ -16,7 +16,9 @@
 //   64   8   export token (VMM/pool: the id the importer quotes to get the descriptor)
 //   72   8   pool id (pool: the exporter's pool handle value, so one pool is imported once)
 //   80  64   handle (legacy: CUipcMemHandle; pool: CUmemPoolPtrExportData; VMM: zero)
-//  144  16   reserved 0
+//  144   8   export epoch (which lifetime of the allocation's export: REVOKE names it, so a later
+//              registration of the same allocation is not refused as revoked)
+//  152   8   reserved 0
 #pragma once
 
 #include "gdx/status.h"
@@ -44,6 +46,7 @@ struct PackedKey {
     uint64_t alloc_base = 0, alloc_size = 0;
     uint64_t reg_base = 0, reg_len = 0;
     uint64_t token = 0, pool_id = 0;
+    uint64_t epoch = 0;
     uint8_t handle[kHandleSize] = {};
 };
 

@@ -45,9 +45,9 @@ IpcMemHandle::~IpcMemHandle() {
         state_->by_token.erase(t);
     }
     auto l = state_->live.find(key_.buffer_id);
-    if (l != state_->live.end() && --l->second == 0) {
+    if (l != state_->live.end() && --l->second.count == 0) {
+        state_->to_revoke.emplace_back(key_.buffer_id, l->second.epoch); // importers close their mapping
         state_->live.erase(l);
-        state_->to_revoke.push_back(key_.buffer_id); // importers close their mapping at the next progress()
     }
 }
 
@@ -209,7 +209,9 @@ gdx_status_t IpcMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, un
             {
                 std::lock_guard<std::mutex> g(state_->mutex);
                 if (fd >= 0) state_->by_token[k.token] = {fd, buffer_id, k.kind};
-                ++state_->live[buffer_id];
+                ExportState::Live &l = state_->live[buffer_id];
+                if (l.count++ == 0) l.epoch = ++state_->next_epoch; // a new export lifetime
+                k.epoch = l.epoch;
             }
             h->exported_ = true;
             c.reach = Reach::Ipc;

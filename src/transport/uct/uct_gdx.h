@@ -59,6 +59,10 @@ int gdx_uct_cuda_available(gdx_uct_md_t *md);
  * GDX_ERR_INVALID_PARAM for a NULL addr or len 0. */
 gdx_status_t gdx_uct_mem_detect(gdx_uct_md_t *md, const void *addr, size_t len, gdx_uct_mem_info_t *out);
 
+/* gdx_copy (uct_gdx_copy.c): copies inside this process between host and CUDA memory, any direction. */
+int gdx_uct_copy_available(void); /* a CUDA driver and a GPU */
+gdx_status_t gdx_uct_copy(void *dst, const void *src, size_t len);
+
 /* ---- memory domain ---------------------------------------------------------------------------------- */
 
 typedef struct {

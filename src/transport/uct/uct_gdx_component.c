@@ -212,4 +212,5 @@ void uct_gdx_register_all(void)
         ucs_debug("libuct_gdx: registered component, md and transport %s", comp->name);
     }
     uct_gdx_aux_register();
+    uct_gdx_copy_register();
 }

@@ -67,6 +67,7 @@ ucs_status_t uct_gdx_query_devices(uct_md_h md, uct_tl_device_resource_t **devic
 
 /* Defined in uct_gdx_aux.c: the auxiliary wire-up transport (see there for why). */
 void uct_gdx_aux_register(void);
+void uct_gdx_copy_register(void);
 
 /* Defined in uct_gdx_iface.c. */
 ucs_status_t uct_gdx_iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,

@@ -75,7 +75,11 @@ static ucs_status_t uct_gdx_md_query(uct_md_h uct_md, uct_md_attr_t *attr)
     }
     attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_NEED_RKEY;
     attr->cap.reg_mem_types    = direct;
-    attr->cap.access_mem_types = direct;
+    /* UCP builds its memory-type endpoint (copies between host and CUDA memory in this process) from the
+     * transports whose MD "accesses" CUDA memory; ours connect endpoint to endpoint, which that endpoint cannot
+     * wire up, so only gdx_copy claims it. Registration (reg_mem_types, NEED_RKEY) is what puts CUDA buffers on
+     * our lanes. */
+    attr->cap.access_mem_types = direct & UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.alloc_mem_types  = 0;
     attr->cap.detect_mem_types = md->cuda ? (UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
                                              UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED)) : 0;
