@@ -12,6 +12,8 @@
  * Exit: 0 pass, 1 fail, 2 usage or setup error, 3 timeout, 77 skipped (no CUDA driver or no GPU).
  * The CUDA driver is opened at run time (dlopen libcuda.so.1): nothing links CUDA, so the binary builds and
  * skips cleanly on machines without one. */
+#include "cuda_loader.h"
+
 #include <ucp/api/ucp.h>
 
 #include <arpa/inet.h>
@@ -27,23 +29,6 @@
 #include <unistd.h>
 
 #define SKIP 77
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef int CUdevice;
-typedef void *CUcontext;
-
-static struct {
-    CUresult (*cuInit)(unsigned);
-    CUresult (*cuDeviceGetCount)(int*);
-    CUresult (*cuDeviceGet)(CUdevice*, int);
-    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
-    CUresult (*cuCtxSetCurrent)(CUcontext);
-    CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
-    CUresult (*cuMemFree)(CUdeviceptr);
-    CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
-    CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
-    CUresult (*cuCtxSynchronize)(void);
-} cu;
 
 static ucp_worker_h g_worker;
 static int g_errors, g_checks, g_rma;
@@ -62,41 +47,6 @@ static void on_alarm(int sig)
 #define CU(call) do { CUresult r_ = (call); if (r_ != 0) DIE(2, "%s failed: CUresult %d", #call, r_); } while (0)
 #define UCS(call) do { ucs_status_t s_ = (call); if (s_ != UCS_OK) DIE(2, "%s failed: %s", #call, ucs_status_string(s_)); } while (0)
 
-static int cuda_open(int ordinal, char *why, size_t why_len)
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    CUcontext ctx;
-    CUdevice dev;
-    int count = 0;
-
-    if (h == NULL) {
-        snprintf(why, why_len, "no CUDA driver (dlopen libcuda.so.1: %s)", dlerror());
-        return 0;
-    }
-#define SYM(name) if ((*(void**)&cu.name = dlsym(h, #name "_v2")) == NULL && \
-                      (*(void**)&cu.name = dlsym(h, #name)) == NULL) { \
-                      snprintf(why, why_len, "libcuda.so.1 lacks %s", #name); return 0; }
-    SYM(cuInit) SYM(cuDeviceGetCount) SYM(cuDeviceGet) SYM(cuDevicePrimaryCtxRetain) SYM(cuCtxSetCurrent)
-    SYM(cuMemAlloc) SYM(cuMemFree) SYM(cuMemcpyHtoD) SYM(cuMemcpyDtoH)
-    /* the classic (void) entry point: cuCtxSynchronize_v2 of CUDA 13 takes a context */
-    if ((*(void**)&cu.cuCtxSynchronize = dlsym(h, "cuCtxSynchronize")) == NULL) {
-        snprintf(why, why_len, "libcuda.so.1 lacks cuCtxSynchronize");
-        return 0;
-    }
-#undef SYM
-    if (cu.cuInit(0) != 0 || cu.cuDeviceGetCount(&count) != 0 || count == 0) {
-        snprintf(why, why_len, "no GPU (cuInit/cuDeviceGetCount: %d devices)", count);
-        return 0;
-    }
-    if (ordinal >= count) {
-        snprintf(why, why_len, "GPU %d requested, %d present", ordinal, count);
-        return 0;
-    }
-    CU(cu.cuDeviceGet(&dev, ordinal));
-    CU(cu.cuDevicePrimaryCtxRetain(&ctx, dev));
-    CU(cu.cuCtxSetCurrent(ctx));
-    return 1;
-}
 
 /* cuMemcpyHtoD from pageable memory may return before its DMA has landed; an application synchronizes before it
  * hands GPU memory to UCX (which copies on streams of its own), and so does this one. */

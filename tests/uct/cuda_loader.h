@@ -1,0 +1,66 @@
+/* The CUDA driver for the UCP/MPI GPU checks, opened at run time (dlopen libcuda.so.1): nothing links CUDA, so
+ * the checks build everywhere and skip (77) where there is no driver or no GPU. Header-only, one user per binary. */
+#pragma once
+
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef int CUdevice;
+typedef void *CUcontext;
+
+static struct {
+    CUresult (*cuInit)(unsigned);
+    CUresult (*cuDeviceGetCount)(int*);
+    CUresult (*cuDeviceGet)(CUdevice*, int);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+    CUresult (*cuCtxSetCurrent)(CUcontext);
+    CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+    CUresult (*cuMemFree)(CUdeviceptr);
+    CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
+    CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
+    CUresult (*cuCtxSynchronize)(void);
+} cu;
+
+/* 1 when GPU `ordinal` is ready (its primary context current), else 0 with the reason in why. */
+static int cuda_open(int ordinal, char *why, size_t why_len)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    CUcontext ctx;
+    CUdevice dev;
+    int count = 0;
+    CUresult r;
+
+    if (h == NULL) {
+        snprintf(why, why_len, "no CUDA driver (dlopen libcuda.so.1: %s)", dlerror());
+        return 0;
+    }
+    /* _v2 first: the plain names of cuMemAlloc and cuMemcpy* are the 32-bit-size ABI of CUDA 3 */
+#define SYM(name) if ((*(void**)&cu.name = dlsym(h, #name "_v2")) == NULL && \
+                      (*(void**)&cu.name = dlsym(h, #name)) == NULL) { \
+                      snprintf(why, why_len, "libcuda.so.1 lacks %s", #name); return 0; }
+    SYM(cuInit) SYM(cuDeviceGetCount) SYM(cuDeviceGet) SYM(cuDevicePrimaryCtxRetain) SYM(cuCtxSetCurrent)
+    SYM(cuMemAlloc) SYM(cuMemFree) SYM(cuMemcpyHtoD) SYM(cuMemcpyDtoH)
+#undef SYM
+    /* the classic (void) entry point: cuCtxSynchronize_v2 of CUDA 13 takes a context */
+    if ((*(void**)&cu.cuCtxSynchronize = dlsym(h, "cuCtxSynchronize")) == NULL) {
+        snprintf(why, why_len, "libcuda.so.1 lacks cuCtxSynchronize");
+        return 0;
+    }
+    if (cu.cuInit(0) != 0 || cu.cuDeviceGetCount(&count) != 0 || count == 0) {
+        snprintf(why, why_len, "no GPU (cuInit/cuDeviceGetCount: %d devices)", count);
+        return 0;
+    }
+    if (ordinal >= count) {
+        snprintf(why, why_len, "GPU %d requested, %d present", ordinal, count);
+        return 0;
+    }
+    if ((r = cu.cuDeviceGet(&dev, ordinal)) != 0 || (r = cu.cuDevicePrimaryCtxRetain(&ctx, dev)) != 0 ||
+        (r = cu.cuCtxSetCurrent(ctx)) != 0) {
+        snprintf(why, why_len, "GPU %d: context setup failed: CUresult %d", ordinal, r);
+        return 0;
+    }
+    return 1;
+}
