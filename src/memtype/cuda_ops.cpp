@@ -41,8 +41,8 @@ struct DeviceState {
     bool integrated = false;
     bool dmabuf = false;
     std::mutex mu;
-    std::vector<CUstream> streams; // created on first copy
-    unsigned next_stream = 0;
+    std::vector<CUstream> streams; // created on first copy: the first half copies to host, the second to the GPU
+    unsigned next_stream[2] = {0, 0};
     std::vector<CUevent> free_events;
 };
 
@@ -341,7 +341,10 @@ gdx_status_t cuda_revalidate(const void *ptr, const MemInfo &cached) {
 // ---- copies -------------------------------------------------------------------------------------------------
 
 // Caller holds a DeviceScope for the device: streams belong to its primary context.
-gdx_status_t pick_stream(const cuda::DriverApi *api, DeviceState *ds, CUstream *out) {
+// Copies towards the GPU and towards the host get streams of their own: a staging pipeline runs the D2H of one
+// fragment beside the H2D of another, and on a shared stream one would wait behind the other (the copy engines
+// and PCIe run both directions at once).
+gdx_status_t pick_stream(const cuda::DriverApi *api, DeviceState *ds, bool to_device, CUstream *out) {
     std::lock_guard<std::mutex> g(ds->mu);
     if (ds->streams.empty()) {
         for (int i = 0; i < kStreamsPerDevice; ++i) {
@@ -355,7 +358,13 @@ gdx_status_t pick_stream(const cuda::DriverApi *api, DeviceState *ds, CUstream *
             ds->streams.push_back(s);
         }
     }
-    *out = ds->streams[ds->next_stream++ % ds->streams.size()];
+    const size_t n = ds->streams.size(), half = n / 2;
+    if (half == 0) {
+        *out = ds->streams[0];
+        return GDX_OK;
+    }
+    const unsigned k = ds->next_stream[to_device ? 1 : 0]++;
+    *out = to_device ? ds->streams[half + k % (n - half)] : ds->streams[k % half];
     return GDX_OK;
 }
 
@@ -393,7 +402,15 @@ gdx_status_t cuda_copy_async(void *dst, const void *src, size_t len, int device,
     if (!scope.ok()) return driver_error(scope.status(), log::Level::Error, "cuda copy: binding the GPU's context");
     CUstream stream = nullptr;
     CUevent ev = nullptr;
-    gdx_status_t st = pick_stream(api, ds, &stream);
+    // Towards the GPU when the destination is device memory. cuPointerGetAttributes (not ...Attribute) answers
+    // memory type 0 for pageable host memory instead of failing: no API error for compute-sanitizer to report.
+    unsigned int dst_type = 0;
+    CUpointer_attribute which = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+    void *value = &dst_type;
+    const bool to_device = api->cuPointerGetAttributes(1, &which, &value, reinterpret_cast<CUdeviceptr>(dst)) ==
+                               CUDA_SUCCESS &&
+                           dst_type == CU_MEMORYTYPE_DEVICE;
+    gdx_status_t st = pick_stream(api, ds, to_device, &stream);
     if (st == GDX_OK) st = take_event(api, ds, &ev);
     if (st != GDX_OK) return st;
     // Unified addressing: the driver infers the direction from the pointers (host, pinned, device, managed).
