@@ -45,6 +45,7 @@ MODS=(
   configfs ib_cm iw_cm rdma_cm rdma_ucm
   ib_umad
   failover net_failover virtio_net
+  veth sch_netem sch_tbf
 )
 
 # The guest's /init (busybox ash). Protocol with run-in-rxe-vm.sh:

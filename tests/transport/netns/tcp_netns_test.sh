@@ -48,6 +48,8 @@ if ip netns exec "$nsA" tc qdisc add dev "$vA" root netem delay 5ms 2ms loss 1% 
     have_netem=yes
     echo "link: netem delay 5ms +-2ms, 1% loss, each direction"
 else
+    # The soft-RoCE guest's Debian kernel has netem: there (GDX_NETNS_REQUIRE_NETEM=1) its absence is a failure.
+    [ "${GDX_NETNS_REQUIRE_NETEM:-0}" = 1 ] && fail "netem required (GDX_NETNS_REQUIRE_NETEM=1) but not available"
     for side in "$nsA $vA" "$nsB $vB"; do
         set -- $side
         ip netns exec "$1" tc qdisc add dev "$2" root tbf rate 200mbit burst 32kb limit 48kb ||
