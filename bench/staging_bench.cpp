@@ -192,7 +192,8 @@ double d2h_rate(const Buffer &src, uint64_t bytes, uint64_t frag, unsigned depth
                 if (busy[d] && row.copy_test(&h[d]) != GDX_INPROGRESS) busy[d] = false, done += frag;
                 if (busy[d] || off >= total) continue;
                 uint8_t *from = static_cast<uint8_t *>(src.p) + off % (src.n - frag + 1);
-                gdx_status_t st = row.copy_async(static_cast<uint8_t *>(pinned) + d * frag, from, frag, src.gpu, &h[d]);
+                gdx_status_t st = row.copy_async(static_cast<uint8_t *>(pinned) + d * frag, from, frag, src.gpu,
+                                                 mem::CopyDir::ToHost, &h[d]);
                 busy[d] = st == GDX_INPROGRESS;
                 if (st == GDX_OK) done += frag;
                 if (st != GDX_OK && st != GDX_INPROGRESS) return false;

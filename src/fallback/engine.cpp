@@ -94,13 +94,13 @@ Region *EngineCore::region(uint64_t id) const {
 }
 
 gdx_status_t EngineCore::copy_async(void *dst, const void *src, size_t len, mem::MemKind kind, int device,
-                                    mem::CopyHandle *h) {
+                                    mem::CopyDir dir, mem::CopyHandle *h) {
     if (fault.fail_copy()) {
         ++stats.copy_failures;
         return fail(GDX_ERR_IO, log::Level::Debug, kComp,
                     "staging copy of %zu bytes failed: injected by GDX_FAULT_COPY_EVERY", len);
     }
-    gdx_status_t st = mem::ops(kind).copy_async(dst, src, len, device, h);
+    gdx_status_t st = mem::ops(kind).copy_async(dst, src, len, device, dir, h);
     if (st != GDX_OK && st != GDX_INPROGRESS) ++stats.copy_failures; // the row logged what failed
     return st;
 }
@@ -238,9 +238,7 @@ gdx_status_t Engine::mem_reg(void *addr, size_t len, unsigned access, Region **o
             return fail_errno(GDX_ERR_IO, errno, kComp, "mem_reg: getrandom for the region id");
     }
     auto region = std::make_unique<Region>(addr, len, info, access, id, std::move(memh));
-    // Fault injection that denies fragments their direct path makes any region need staging.
-    const bool may_stage =
-        !region->fully_direct() || c.fault.params().p2p_every != 0 || c.fault.params().p2p_percent != 0;
+    const bool may_stage = !region->fully_direct() || c.fault.params().denies_direct();
     if (may_stage && (c.iface.caps().direct_types & tp::type_bit(mem::MemType::HostPinned)) == 0) {
         // The pool itself is made on first use (pinned memory is not spent on transports that never stage), but a
         // transport that cannot reach pinned host memory can never stage: say so here, not mid-transfer.

@@ -44,7 +44,7 @@ struct EngineCore {
 
     // A staging copy (into or out of a bounce slot) with the ops row of `kind` (fault injection applies).
     // GDX_OK: done; GDX_INPROGRESS: poll copy_test(); errors are logged and counted.
-    gdx_status_t copy_async(void *dst, const void *src, size_t len, mem::MemKind kind, int device,
+    gdx_status_t copy_async(void *dst, const void *src, size_t len, mem::MemKind kind, int device, mem::CopyDir dir,
                             mem::CopyHandle *h);
     gdx_status_t copy_test(mem::CopyHandle *h);
     gdx_status_t copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device);

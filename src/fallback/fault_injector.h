@@ -16,7 +16,8 @@ struct FaultParams {
     uint64_t pool_limit = 0;  // GDX_FAULT_POOL_LIMIT: at most N bounce buffers per pool partition
     uint64_t seed = 1;        // GDX_FAULT_SEED
 
-    bool any() const { return p2p_every != 0 || p2p_percent != 0 || copy_every != 0 || pool_limit != 0; }
+    bool denies_direct() const { return p2p_every != 0 || p2p_percent != 0; } // some fragments must stage
+    bool any() const { return denies_direct() || copy_every != 0 || pool_limit != 0; }
 };
 
 class FaultInjector {

@@ -396,7 +396,8 @@ gdx_status_t StagingPipeline::start_copy(Frag &f, bool into_slot) {
     uint8_t *slot = op.lpool->slot_ptr(f.lslot);
     uint8_t *user = op.local->ptr(op.loff + f.off);
     gdx_status_t st = core_.copy_async(into_slot ? slot : user, into_slot ? user : slot, f.len,
-                                       op.local->info().kind, op.local->info().device, &f.copy);
+                                       op.local->info().kind, op.local->info().device,
+                                       into_slot ? mem::CopyDir::ToHost : mem::CopyDir::ToDevice, &f.copy);
     f.copy_pending = st == GDX_INPROGRESS;
     return st;
 }

@@ -106,7 +106,7 @@ void StagingTarget::on_filled(PeerLink &peer, const CtrlMsg &m) {
     ++peer.users;
     // Started here, not at the next progress(): the H2D copy overlaps the next fragment on the wire.
     st = core_.copy_async(r->ptr(m.offset), g.pool().slot_ptr(m.slot), m.length, r->info().kind, r->info().device,
-                          &j.copy);
+                          mem::CopyDir::ToDevice, &j.copy);
     j.copy_pending = st == GDX_INPROGRESS;
     if (st != GDX_OK && st != GDX_INPROGRESS) j.status = st;
     core_.stats.target_bytes_copied += m.length;
@@ -163,7 +163,8 @@ bool StagingTarget::step(StageOutJob &j) {
             return false;
         }
         gdx_status_t st = core_.copy_async(j.pool->slot_ptr(j.slot), j.region->ptr(j.offset), j.length,
-                                           j.region->info().kind, j.region->info().device, &j.copy);
+                                           j.region->info().kind, j.region->info().device, mem::CopyDir::ToHost,
+                                           &j.copy);
         j.copy_pending = st == GDX_INPROGRESS;
         if (st != GDX_OK && st != GDX_INPROGRESS) j.status = st;
         j.state = j.status == GDX_OK ? StageOutState::CopyIn : StageOutState::Wait;

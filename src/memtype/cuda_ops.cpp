@@ -42,7 +42,7 @@ struct DeviceState {
     bool dmabuf = false;
     std::mutex mu;
     std::vector<CUstream> streams; // created on first copy: the first half copies to host, the second to the GPU
-    unsigned next_stream[2] = {0, 0};
+    unsigned next_stream[3] = {0, 0, 0}; // round robin per CopyDir
     std::vector<CUevent> free_events;
 };
 
@@ -343,8 +343,8 @@ gdx_status_t cuda_revalidate(const void *ptr, const MemInfo &cached) {
 // Caller holds a DeviceScope for the device: streams belong to its primary context.
 // Copies towards the GPU and towards the host get streams of their own: a staging pipeline runs the D2H of one
 // fragment beside the H2D of another, and on a shared stream one would wait behind the other (the copy engines
-// and PCIe run both directions at once).
-gdx_status_t pick_stream(const cuda::DriverApi *api, DeviceState *ds, bool to_device, CUstream *out) {
+// and PCIe run both directions at once). A copy of unknown direction takes any stream.
+gdx_status_t pick_stream(const cuda::DriverApi *api, DeviceState *ds, CopyDir dir, CUstream *out) {
     std::lock_guard<std::mutex> g(ds->mu);
     if (ds->streams.empty()) {
         for (int i = 0; i < kStreamsPerDevice; ++i) {
@@ -359,12 +359,9 @@ gdx_status_t pick_stream(const cuda::DriverApi *api, DeviceState *ds, bool to_de
         }
     }
     const size_t n = ds->streams.size(), half = n / 2;
-    if (half == 0) {
-        *out = ds->streams[0];
-        return GDX_OK;
-    }
-    const unsigned k = ds->next_stream[to_device ? 1 : 0]++;
-    *out = to_device ? ds->streams[half + k % (n - half)] : ds->streams[k % half];
+    const unsigned k = ds->next_stream[static_cast<int>(dir)]++;
+    if (dir == CopyDir::Unknown || half == 0) *out = ds->streams[k % n];
+    else *out = dir == CopyDir::ToHost ? ds->streams[k % half] : ds->streams[half + k % (n - half)];
     return GDX_OK;
 }
 
@@ -386,7 +383,7 @@ void give_event(DeviceState *ds, CUevent ev) {
     ds->free_events.push_back(ev);
 }
 
-gdx_status_t cuda_copy_async(void *dst, const void *src, size_t len, int device, CopyHandle *h) {
+gdx_status_t cuda_copy_async(void *dst, const void *src, size_t len, int device, CopyDir dir, CopyHandle *h) {
     if (h == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "cuda copy_async: null handle");
     *h = CopyHandle{};
     h->kind = MemKind::Cuda;
@@ -402,15 +399,7 @@ gdx_status_t cuda_copy_async(void *dst, const void *src, size_t len, int device,
     if (!scope.ok()) return driver_error(scope.status(), log::Level::Error, "cuda copy: binding the GPU's context");
     CUstream stream = nullptr;
     CUevent ev = nullptr;
-    // Towards the GPU when the destination is device memory. cuPointerGetAttributes (not ...Attribute) answers
-    // memory type 0 for pageable host memory instead of failing: no API error for compute-sanitizer to report.
-    unsigned int dst_type = 0;
-    CUpointer_attribute which = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
-    void *value = &dst_type;
-    const bool to_device = api->cuPointerGetAttributes(1, &which, &value, reinterpret_cast<CUdeviceptr>(dst)) ==
-                               CUDA_SUCCESS &&
-                           dst_type == CU_MEMORYTYPE_DEVICE;
-    gdx_status_t st = pick_stream(api, ds, to_device, &stream);
+    gdx_status_t st = pick_stream(api, ds, dir, &stream);
     if (st == GDX_OK) st = take_event(api, ds, &ev);
     if (st != GDX_OK) return st;
     // Unified addressing: the driver infers the direction from the pointers (host, pinned, device, managed).
@@ -459,7 +448,7 @@ gdx_status_t cuda_copy(void *dst, const void *src, size_t len, int device) {
     // cuMemcpy may return before a device-to-device or pageable copy has landed; waiting for our own event
     // makes "synchronous" mean complete.
     CopyHandle h;
-    gdx_status_t st = cuda_copy_async(dst, src, len, device, &h);
+    gdx_status_t st = cuda_copy_async(dst, src, len, device, CopyDir::Unknown, &h);
     if (st != GDX_INPROGRESS) return st;
     const cuda::DriverApi *api = cuda::driver();
     DeviceState *ds = device_state(h.device);
@@ -583,7 +572,7 @@ gdx_status_t cuda_query(const void *, MemInfo *) { return GDX_ERR_NOT_FOUND; }
 gdx_status_t cuda_revalidate(const void *, const MemInfo &) { return GDX_ERR_NOT_FOUND; }
 gdx_status_t no_cuda() { return GDX_FAIL(GDX_ERR_UNSUPPORTED, kComp, "gdx was built without cuda.h"); }
 gdx_status_t cuda_copy(void *, const void *, size_t, int) { return no_cuda(); }
-gdx_status_t cuda_copy_async(void *, const void *, size_t, int, CopyHandle *) { return no_cuda(); }
+gdx_status_t cuda_copy_async(void *, const void *, size_t, int, CopyDir, CopyHandle *) { return no_cuda(); }
 gdx_status_t cuda_copy_test(CopyHandle *) { return no_cuda(); }
 gdx_status_t cuda_host_alloc(size_t, int, void **) { return no_cuda(); }
 void cuda_host_free(void *) {}

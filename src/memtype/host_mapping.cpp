@@ -1,7 +1,7 @@
 #include "memtype/host_mapping.h"
 
 #include <cerrno>
-#include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

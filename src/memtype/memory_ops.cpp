@@ -72,7 +72,7 @@ gdx_status_t host_copy(void *dst, const void *src, size_t len, int /*device*/) {
     return GDX_OK;
 }
 
-gdx_status_t host_copy_async(void *dst, const void *src, size_t len, int device, CopyHandle *h) {
+gdx_status_t host_copy_async(void *dst, const void *src, size_t len, int device, CopyDir, CopyHandle *h) {
     if (h == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "host copy_async: null handle");
     *h = CopyHandle{};
     return host_copy(dst, src, len, device); // done before returning: GDX_OK means finished

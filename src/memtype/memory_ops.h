@@ -67,6 +67,10 @@ struct CopyHandle {
     MemKind kind = MemKind::Host;
 };
 
+// Which way an asynchronous copy goes, as the caller knows it: the CUDA row gives each direction streams of its own,
+// so a pipeline's D2H of one fragment never queues behind its H2D of another. Unknown: any stream.
+enum class CopyDir : uint8_t { Unknown, ToHost, ToDevice };
+
 // One backend. Every function returns a status and logs what failed; none throws.
 struct Ops {
     const char *name;
@@ -79,7 +83,7 @@ struct Ops {
     gdx_status_t (*copy)(void *dst, const void *src, size_t len, int device);
     // Asynchronous copy on a dedicated non-blocking stream of `device` (round-robin over a few streams), with
     // one event per copy. GDX_OK: finished already (host); GDX_INPROGRESS: poll copy_test.
-    gdx_status_t (*copy_async)(void *dst, const void *src, size_t len, int device, CopyHandle *h);
+    gdx_status_t (*copy_async)(void *dst, const void *src, size_t len, int device, CopyDir dir, CopyHandle *h);
     // GDX_OK when done (the handle is released), GDX_INPROGRESS, or an error (handle released).
     gdx_status_t (*copy_test)(CopyHandle *h);
     // Pinned host memory usable by this backend's DMA engines (bounce buffers), and its release.

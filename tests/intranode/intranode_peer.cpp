@@ -94,20 +94,26 @@ void am_check(void *, tp::Endpoint *, const void *data, size_t len) {
 
 std::string st_text(gdx_status_t st) { return std::to_string(static_cast<int>(st)); }
 
-std::string do_alloc(const std::string &name, Kind k, size_t size, size_t off, uint64_t seed, unsigned access) {
-    Buf b{nullptr, nullptr, k, size, off, access};
-    gdx_status_t st = Buffer::make(k, g_gpu, size, off, &b.mem);
-    if (st != GDX_OK) return "err " + st_text(st);
-    if ((st = b.mem->fill(seed)) != GDX_OK) return "err " + st_text(st);
-    st = g_tp.iface->md().mem_reg(b.mem->ptr(), size, b.mem->info(), access | tp::kAccessLocalRead |
-                                  tp::kAccessLocalWrite, &b.mh);
+// Registers b's memory (again, for rereg) and answers "buf <name> <addr> <key>".
+std::string register_buf(const std::string &name, Buf &b) {
+    gdx_status_t st = g_tp.iface->md().mem_reg(b.mem->ptr(), b.size, b.mem->info(),
+                                               b.access | tp::kAccessLocalRead | tp::kAccessLocalWrite, &b.mh);
     if (st != GDX_OK) return "err " + st_text(st);
     std::vector<uint8_t> rk(g_tp.iface->md().rkey_packed_size());
     b.mh->pack_rkey(rk);
     char a[32];
     std::snprintf(a, sizeof(a), "%" PRIx64, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(b.mem->ptr())));
-    g_bufs[name] = std::move(b);
     return "buf " + name + " " + a + " " + to_hex(rk);
+}
+
+std::string do_alloc(const std::string &name, Kind k, size_t size, size_t off, uint64_t seed, unsigned access) {
+    Buf b{nullptr, nullptr, k, size, off, access};
+    gdx_status_t st = Buffer::make(k, g_gpu, size, off, &b.mem);
+    if (st != GDX_OK) return "err " + st_text(st);
+    if ((st = b.mem->fill(seed)) != GDX_OK) return "err " + st_text(st);
+    std::string reply = register_buf(name, b);
+    if (reply.rfind("buf ", 0) == 0) g_bufs[name] = std::move(b);
+    return reply;
 }
 
 std::string do_op(bool put, const std::vector<std::string> &w) {
@@ -251,16 +257,8 @@ std::string handle(const std::string &line) {
         return do_alloc(w[1], k, size, off, 0, acc);
     }
     if (c == "rereg" && it != g_bufs.end()) {
-        Buf &b = it->second;
-        b.mh.reset(); // the exporter revokes this export lifetime
-        gdx_status_t st = g_tp.iface->md().mem_reg(b.mem->ptr(), b.size, b.mem->info(),
-                                                   b.access | tp::kAccessLocalRead | tp::kAccessLocalWrite, &b.mh);
-        if (st != GDX_OK) return "err " + st_text(st);
-        std::vector<uint8_t> rk(g_tp.iface->md().rkey_packed_size());
-        b.mh->pack_rkey(rk);
-        char a[32];
-        std::snprintf(a, sizeof(a), "%" PRIx64, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(b.mem->ptr())));
-        return "buf " + w[1] + " " + a + " " + to_hex(rk);
+        it->second.mh.reset(); // the exporter revokes this export lifetime
+        return register_buf(w[1], it->second);
     }
     if (c == "fill" && it != g_bufs.end()) return it->second.mem->fill(std::stoull(w[2])) == GDX_OK ? "ok" : "err";
     if (c == "dereg" && it != g_bufs.end()) {

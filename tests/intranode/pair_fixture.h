@@ -60,10 +60,15 @@ class PairFixture : public ::testing::Test {
 
     RemoteBuf alloc_remote(const std::string &name, const std::string &kind, size_t size, size_t off, uint64_t seed,
                            const std::string &access = "rw") {
+        return remote_buf("alloc " + name + " " + kind + " " + std::to_string(size) + " " + std::to_string(off) +
+                          " " + std::to_string(seed) + " " + access);
+    }
+
+    // A peer command answered with "buf <name> <addr> <key>" (alloc, realloc, rereg): the buffer as seen from here.
+    RemoteBuf remote_buf(const std::string &command) {
         RemoteBuf b;
-        std::vector<std::string> w = split(call("alloc " + name + " " + kind + " " + std::to_string(size) + " " +
-                                                std::to_string(off) + " " + std::to_string(seed) + " " + access));
-        EXPECT_EQ(w.size(), 4u) << "alloc reply";
+        std::vector<std::string> w = split(call(command));
+        EXPECT_EQ(w.size(), 4u) << command << ": " << (w.empty() ? "" : w[0]);
         if (w.size() != 4) return b;
         b.addr = std::stoull(w[2], nullptr, 16);
         b.packed = from_hex(w[3]);

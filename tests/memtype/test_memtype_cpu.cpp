@@ -57,13 +57,13 @@ TEST(HostRow, CopiesCompleteAtOnce) {
     EXPECT_EQ(std::memcmp(src, dst, sizeof(src)), 0);
     std::memset(dst, 0, sizeof(dst));
     CopyHandle ch;
-    EXPECT_EQ(h.copy_async(dst, src, sizeof(src), -1, &ch), GDX_OK); // finished already
+    EXPECT_EQ(h.copy_async(dst, src, sizeof(src), -1, CopyDir::Unknown, &ch), GDX_OK); // finished already
     EXPECT_EQ(std::memcmp(src, dst, sizeof(src)), 0);
     EXPECT_EQ(ch.event, nullptr);
     EXPECT_EQ(h.copy_test(&ch), GDX_OK);
     EXPECT_EQ(h.copy(dst, src, 0, -1), GDX_OK);
     EXPECT_EQ(h.copy(nullptr, src, 8, -1), GDX_ERR_INVALID_PARAM);
-    EXPECT_EQ(h.copy_async(dst, src, 8, -1, nullptr), GDX_ERR_INVALID_PARAM);
+    EXPECT_EQ(h.copy_async(dst, src, 8, -1, CopyDir::Unknown, nullptr), GDX_ERR_INVALID_PARAM);
 }
 
 TEST(HostRow, HostAllocIsPageAlignedAndDmabufIsUnsupported) {
@@ -163,7 +163,7 @@ TEST(DetectorNoGpu, WithoutADriverEveryPointerIsHost) {
     EXPECT_EQ(info.type, MemType::HostPageable);
     CopyHandle h;
     char a[8] = {}, b[8] = {};
-    EXPECT_NE(ops(MemKind::Cuda).copy_async(a, b, 8, 0, &h), GDX_OK); // the row reports, never crashes
+    EXPECT_NE(ops(MemKind::Cuda).copy_async(a, b, 8, 0, CopyDir::ToDevice, &h), GDX_OK); // the row reports, never crashes
     EXPECT_FALSE(ops(MemKind::Cuda).available());
 }
 

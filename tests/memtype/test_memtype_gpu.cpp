@@ -171,7 +171,7 @@ TEST_P(MemKinds, CopiesInAndOut) {
     const Ops &cuda = ops(MemKind::Cuda);
     ASSERT_EQ(cuda.copy(at(4096), src.data(), n, 0), GDX_OK) << last_error();
     CopyHandle h;
-    gdx_status_t st = cuda.copy_async(back.data(), at(4096), n, 0, &h);
+    gdx_status_t st = cuda.copy_async(back.data(), at(4096), n, 0, CopyDir::ToHost, &h);
     while (st == GDX_INPROGRESS)
         st = cuda.copy_test(&h);
     ASSERT_EQ(st, GDX_OK) << last_error();

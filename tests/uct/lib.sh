@@ -15,17 +15,20 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # The LD_PRELOAD list that loads module $1 (tools/gdx-run decides: a sanitizer runtime the module needs comes first).
 preload_of() { "$(dirname "${BASH_SOURCE[0]}")/../../tools/gdx-run" --module "$1" --print-preload; }
 
+# ucx_info_with MODULE ARGS...: ucx_info with the module preloaded, bounded in time.
+ucx_info_with() { local m="$1"; shift; LD_PRELOAD="$(preload_of "$m")" timeout 60 ucx_info "$@"; }
+
 # Fails unless `ucx_info -d` (with the module preloaded) lists transport $2.
 require_tl() {
   local module="$1" tl="$2" out
-  out=$(LD_PRELOAD="$(preload_of "$module")" timeout 60 ucx_info -d 2>&1) || fail "ucx_info -d with $module failed: $out"
+  out=$(ucx_info_with "$module" -d 2>&1) || fail "ucx_info -d with $module failed: $out"
   grep -q "Transport: $tl\$" <<<"$out" || fail "ucx_info -d does not list $tl (is it compiled into gdx?)"
 }
 
 # First device of transport $2 in `ucx_info -d`.
 first_device() {
   local out
-  out=$(LD_PRELOAD="$(preload_of "$1")" timeout 60 ucx_info -d 2>/dev/null)
+  out=$(ucx_info_with "$1" -d 2>/dev/null)
   awk -v tl="$2" '$0 ~ "Transport: "tl"$" {getline; sub(/.*Device: /, ""); print; exit}' <<<"$out"
 }
 
@@ -48,4 +51,23 @@ run_pair() {
     echo "--- client ($log.client) ---"; tail -40 "$log.client"
     fail "server exit $src, client exit $crc (124 = timed out)"
   fi
+}
+
+# run_mpi LOG GDX_RUN MODULE TLS PROGRAM ARGS...: 2 Open MPI ranks of PROGRAM through gdx-run over TLS, output in
+# LOG; fails unless mpirun exits 0 and both ranks print "errors=0 (all ranks: checks=N errors=0)". Skips without
+# mpirun. Open MPI refuses a node named "(none)", which is what the soft-RoCE guest (tests/rxe) is: the run then
+# gets a name in a UTS namespace of its own (the machine's name is untouched).
+run_mpi() {
+  local log="$1" gdx_run="$2" module="$3" tls="$4" rc uts=(); shift 4
+  command -v mpirun >/dev/null || skip "mpirun not installed"
+  if [ "$(hostname)" = "(none)" ]; then
+    command -v unshare >/dev/null || skip "no host name and no unshare: Open MPI cannot run here"
+    uts=(unshare --uts sh -c 'hostname gdx-test && exec "$@"' sh)
+  fi
+  UCX_LOG_LEVEL=info timeout 300 "${uts[@]}" "$gdx_run" --module "$module" --tls "$tls" --aux "${GDX_RUN_AUX:-gdx_aux}" \
+    mpirun --allow-run-as-root --oversubscribe -np 2 -x UCX_LOG_LEVEL "$@" >"$log" 2>&1
+  rc=$?
+  grep -E "^rank [01]:" "$log"
+  if [ "$rc" != 0 ]; then tail -40 "$log"; fail "mpirun exit $rc (124 = timed out)"; fi
+  [ "$(grep -c 'errors=0 (all ranks: checks=[0-9]* errors=0)' "$log")" = 2 ] || fail "not both ranks reported 0 errors"
 }

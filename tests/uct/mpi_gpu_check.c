@@ -5,7 +5,7 @@
  * pattern of size and direction. Prints "rank R: checks=N errors=E". Every wait is bounded by alarm().
  *   mpi_gpu_check -c        probe: exit 0 when a GPU can be used, 77 with the reason when not (before mpirun)
  *   mpi_gpu_check [SECONDS] the check (under mpirun -np 2) */
-#include "cuda_loader.h"
+#include "gpu_check.h"
 
 #include <mpi.h>
 
@@ -30,28 +30,18 @@ static void on_alarm(int sig)
     _exit(3);
 }
 
-static void pattern(uint8_t *p, size_t len, uint64_t seed)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 3;
-    for (size_t i = 0; i < len; ++i) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        p[i] = (uint8_t)x;
-    }
-}
-
 static void die_cu(const char *what, CUresult r)
 {
     fprintf(stderr, "rank %d: %s failed: CUresult %d\n", g_rank, what, r);
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
-/* Device buffer <- pattern(seed), synchronized: cuMemcpy from pageable memory may return before its DMA lands. */
+/* Device buffer <- pattern(seed), complete on return. */
 static void upload(CUdeviceptr d, uint8_t *host, size_t len, uint64_t seed)
 {
     CUresult r;
     pattern(host, len, seed);
-    if ((r = cu.cuMemcpyHtoD(d, host, len)) != 0) die_cu("cuMemcpyHtoD", r);
-    if ((r = cu.cuCtxSynchronize()) != 0) die_cu("cuCtxSynchronize", r);
+    if ((r = cuda_upload(d, host, len)) != 0) die_cu("upload (cuMemcpyHtoD + cuCtxSynchronize)", r);
 }
 
 static void check(CUdeviceptr d, uint8_t *h1, uint8_t *h2, size_t len, uint64_t seed, const char *what)

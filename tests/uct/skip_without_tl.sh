@@ -3,7 +3,7 @@
 # exits 77 (skipped) saying why. For tests that need hardware this host may lack (gdx_rc needs an RDMA device).
 . "$(dirname "$0")/lib.sh"
 module="$1" tl="$2"; shift 2
-out=$(LD_PRELOAD="$(preload_of "$module")" timeout 60 ucx_info -d 2>/dev/null)
+out=$(ucx_info_with "$module" -d 2>/dev/null)
 grep -q "Transport: $tl\$" <<<"$out" ||
   skip "$tl is not available here (no device for it; run inside the soft-RoCE guest: tests/rxe/)"
 exec "$@"

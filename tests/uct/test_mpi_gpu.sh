@@ -7,13 +7,7 @@ gdx_run="$1" module="$2" check="$3" tls="$4"
 probe=$("$check" -c 2>&1); rc=$?
 [ "$rc" = 77 ] && skip "$probe"
 [ "$rc" = 0 ] || fail "probe failed (exit $rc): $probe"
-command -v mpirun >/dev/null || skip "mpirun not installed"
 log="${TMPDIR:-/tmp}/uct-mpi-gpu-$$.log"
-timeout 300 "$gdx_run" --module "$module" --tls "$tls" --aux "${GDX_RUN_AUX:-gdx_aux}" \
-  mpirun --allow-run-as-root --oversubscribe -np 2 "$check" 240 >"$log" 2>&1
-rc=$?
-grep -E "^rank [01]:" "$log"
-if [ "$rc" != 0 ]; then tail -40 "$log"; fail "mpirun exit $rc (124 = timed out)"; fi
-[ "$(grep -c 'errors=0 (all ranks: checks=[0-9]* errors=0)' "$log")" = 2 ] || fail "not both ranks reported 0 errors"
+run_mpi "$log" "$gdx_run" "$module" "$tls" "$check" 240
 rm -f "$log"
 echo "PASS"

@@ -7,7 +7,7 @@
 module="$1"; shift
 [ -f "$module" ] || fail "module $module missing"
 
-out=$(LD_PRELOAD="$(preload_of "$module")" timeout 60 ucx_info -d 2>&1) || fail "ucx_info -d failed: $out"
+out=$(ucx_info_with "$module" -d 2>&1) || fail "ucx_info -d failed: $out"
 for tl in "$@" gdx_aux; do
   grep -q "Memory domain: $tl\$" <<<"$out" || fail "ucx_info -d lists no memory domain $tl"
   grep -q "Transport: $tl\$" <<<"$out" || fail "ucx_info -d lists no transport $tl"
@@ -20,7 +20,7 @@ for tl in "$@"; do
   grep -q "ep address: 120 bytes" <<<"$block" || fail "$tl ep address is not 120 bytes: $block"
 done
 
-cfg=$(LD_PRELOAD="$(preload_of "$module")" timeout 60 ucx_info -c 2>&1) || fail "ucx_info -c failed: $cfg"
+cfg=$(ucx_info_with "$module" -c 2>&1) || fail "ucx_info -c failed: $cfg"
 for v in UCX_GDX_LOG_LEVEL UCX_GDX_TLS UCX_GDX_CUDA UCX_GDX_TCP_ADDR UCX_GDX_FRAG_SIZE; do
   grep -q "^$v=" <<<"$cfg" || fail "ucx_info -c does not list $v"
 done
@@ -31,12 +31,12 @@ for tl in "$@"; do
   grep -q "^UCX_${up}_MAX_NUM_EPS=" <<<"$cfg" || fail "ucx_info -c does not list UCX_${up}_MAX_NUM_EPS"
 done
 # The effective default shows GDX_* from the environment.
-cfg=$(GDX_LOG_LEVEL=info LD_PRELOAD="$(preload_of "$module")" timeout 60 ucx_info -c 2>/dev/null)
+cfg=$(GDX_LOG_LEVEL=info ucx_info_with "$module" -c 2>/dev/null)
 grep -q "^UCX_GDX_LOG_LEVEL=info$" <<<"$cfg" ||
   fail "UCX_GDX_LOG_LEVEL does not show GDX_LOG_LEVEL=info from the environment"
 
 # A bad value: the MD refuses to open and says which variable, which value, what is accepted.
-bad=$(UCX_GDX_LOG_LEVEL=loud LD_PRELOAD="$(preload_of "$module")" timeout 60 ucx_info -d 2>&1)
+bad=$(UCX_GDX_LOG_LEVEL=loud ucx_info_with "$module" -d 2>&1)
 grep -q "GDX_LOG_LEVEL=loud is invalid" <<<"$bad" || fail "UCX_GDX_LOG_LEVEL=loud not reported: $bad"
 grep -q "Transport: $1\$" <<<"$bad" && fail "$1 still listed with an invalid UCX_GDX_LOG_LEVEL"
 echo "PASS"

@@ -6,7 +6,7 @@
 module="$1"
 [ -f "$module" ] || fail "module $module missing"
 running=$(timeout 60 ucx_info -v | sed -n 's/^# Version //p')
-out=$(LD_PRELOAD="$(preload_of "$module")" timeout 60 ucx_info -d 2>&1) || fail "ucx_info -d failed with the guarded module: $out"
+out=$(ucx_info_with "$module" -d 2>&1) || fail "ucx_info -d failed with the guarded module: $out"
 grep -q "libuct_gdx: built against UCX internals of 1.13.9 but running with UCX $running; not registering" <<<"$out" ||
   fail "no refusal message; got: $(head -5 <<<"$out")"
 grep -q "Component: gdx_" <<<"$out" && fail "a gdx component was registered despite the version mismatch"

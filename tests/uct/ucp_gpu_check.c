@@ -12,7 +12,7 @@
  * Exit: 0 pass, 1 fail, 2 usage or setup error, 3 timeout, 77 skipped (no CUDA driver or no GPU).
  * The CUDA driver is opened at run time (dlopen libcuda.so.1): nothing links CUDA, so the binary builds and
  * skips cleanly on machines without one. */
-#include "cuda_loader.h"
+#include "gpu_check.h"
 
 #include <ucp/api/ucp.h>
 
@@ -47,19 +47,7 @@ static void on_alarm(int sig)
 #define CU(call) do { CUresult r_ = (call); if (r_ != 0) DIE(2, "%s failed: CUresult %d", #call, r_); } while (0)
 #define UCS(call) do { ucs_status_t s_ = (call); if (s_ != UCS_OK) DIE(2, "%s failed: %s", #call, ucs_status_string(s_)); } while (0)
 
-
-/* cuMemcpyHtoD from pageable memory may return before its DMA has landed; an application synchronizes before it
- * hands GPU memory to UCX (which copies on streams of its own), and so does this one. */
-#define upload(d, h, len) do { CU(cu.cuMemcpyHtoD(d, h, len)); CU(cu.cuCtxSynchronize()); } while (0)
-
-static void pattern(uint8_t *p, size_t len, uint64_t seed)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 7;
-    for (size_t i = 0; i < len; ++i) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        p[i] = (uint8_t)x;
-    }
-}
+#define upload(d, h, len) CU(cuda_upload(d, h, len))
 
 static ucs_status_t wait_req(void *req)
 {

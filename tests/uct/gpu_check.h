@@ -1,9 +1,11 @@
-/* The CUDA driver for the UCP/MPI GPU checks, opened at run time (dlopen libcuda.so.1): nothing links CUDA, so
- * the checks build everywhere and skip (77) where there is no driver or no GPU. Header-only, one user per binary. */
+/* What the UCP and MPI GPU checks share: the CUDA driver, opened at run time (dlopen libcuda.so.1: nothing links
+ * CUDA, so the checks build everywhere and skip (77) where there is no driver or no GPU), the byte pattern and a
+ * synchronized upload. Header-only, one user per binary. */
 #pragma once
 
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef int CUresult;
@@ -63,4 +65,22 @@ static int cuda_open(int ordinal, char *why, size_t why_len)
         return 0;
     }
     return 1;
+}
+
+/* Deterministic bytes for a seed: any lost, shifted or stale byte changes them. */
+static void pattern(uint8_t *p, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 7;
+    for (size_t i = 0; i < len; ++i) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        p[i] = (uint8_t)x;
+    }
+}
+
+/* Host -> device, complete on return. cuMemcpyHtoD from pageable memory may return before its DMA lands; an
+ * application synchronizes before it hands GPU memory to UCX or MPI (which copy on streams of their own). */
+static CUresult cuda_upload(CUdeviceptr d, const void *h, size_t len)
+{
+    CUresult r = cu.cuMemcpyHtoD(d, h, len);
+    return (r != 0) ? r : cu.cuCtxSynchronize();
 }
