@@ -290,5 +290,78 @@ TEST(ShmLocal, LoopbackInOneProcess) {
     EXPECT_EQ(a->state(), GDX_ERR_CONNECTION_RESET);
 }
 
+TEST(ShmLocal, ReplacedPeerEndpointDoesNotBreakTheConnection) {
+    // UCP's wire-up may connect an endpoint to us, destroy it and connect a new one before we are told whom to
+    // connect to (seen as a hang of an Open MPI run: the second HELLO was refused, the first answered). Two
+    // interfaces in one process; the one with the smaller nonce dials, so it plays the replacing peer.
+    Opened i1, i2;
+    ASSERT_EQ(open_transport("shm", "memory", {}, &i1), GDX_OK);
+    ASSERT_EQ(open_transport("shm", "memory", {}, &i2), GDX_OK);
+    std::unique_ptr<tp::Endpoint> probe1, probe2;
+    ASSERT_EQ(i1.iface->ep_create(&probe1), GDX_OK);
+    ASSERT_EQ(i2.iface->ep_create(&probe2), GDX_OK);
+    const bool one_dials = tp::wire::load_le64(probe1->address().data() + 24) <
+                           tp::wire::load_le64(probe2->address().data() + 24);
+    Opened &dialer = one_dials ? i1 : i2, &waiter = one_dials ? i2 : i1;
+    auto progress_both = [&](const std::function<bool()> &done) {
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!done() && std::chrono::steady_clock::now() < until) {
+            dialer.iface->progress();
+            waiter.iface->progress();
+        }
+        return done();
+    };
+    std::unique_ptr<tp::Endpoint> target, gone, stray, replacement;
+    ASSERT_EQ(waiter.iface->ep_create(&target), GDX_OK);
+    ASSERT_EQ(dialer.iface->ep_create(&gone), GDX_OK);
+    ASSERT_EQ(dialer.iface->ep_create(&stray), GDX_OK);
+    ASSERT_EQ(dialer.iface->ep_create(&replacement), GDX_OK);
+    // 1. The first peer endpoint dials and sends HELLO; our endpoint has not called connect() yet.
+    EXPECT_EQ(gone->connect(target->address()), GDX_INPROGRESS);
+    for (int i = 0; i < 200; ++i) {
+        dialer.iface->progress();
+        waiter.iface->progress();
+    }
+    gone.reset(); // replaced: its socket closes
+    // 2. Its replacement dials too, and a stray endpoint as well.
+    EXPECT_EQ(replacement->connect(target->address()), GDX_INPROGRESS);
+    EXPECT_EQ(stray->connect(target->address()), GDX_INPROGRESS);
+    for (int i = 0; i < 200; ++i) {
+        dialer.iface->progress();
+        waiter.iface->progress();
+    }
+    // 3. Now we are told to connect to the replacement: only its HELLO is answered.
+    EXPECT_EQ(target->connect(replacement->address()), GDX_INPROGRESS);
+    ASSERT_TRUE(progress_both([&] { return target->state() != GDX_INPROGRESS && stray->state() != GDX_INPROGRESS; }))
+        << "target " << gdx_status_string(target->state()) << ", stray " << gdx_status_string(stray->state());
+    ASSERT_TRUE(progress_both([&] { return replacement->state() != GDX_INPROGRESS; }));
+    EXPECT_EQ(target->state(), GDX_OK);
+    EXPECT_EQ(replacement->state(), GDX_OK);
+    EXPECT_NE(stray->state(), GDX_OK); // closed on, not adopted
+    // Bytes flow over the connection that came up.
+    std::vector<uint8_t> dst(4096, 0), src(4096);
+    fill_pattern(src.data(), src.size(), 11);
+    std::unique_ptr<tp::MemHandle> mh;
+    ASSERT_EQ(waiter.iface->md().mem_reg(dst.data(), dst.size(), mem::MemInfo{}, tp::kAccessRemoteWrite, &mh), GDX_OK);
+    std::vector<uint8_t> packed(waiter.iface->md().rkey_packed_size());
+    ASSERT_EQ(mh->pack_rkey(packed), GDX_OK);
+    std::unique_ptr<tp::RemoteKey> rk;
+    ASSERT_EQ(dialer.iface->md().rkey_unpack(packed, &rk), GDX_OK);
+    tp::Completion done;
+    done.count = 1;
+    gdx_status_t st = GDX_ERR_NO_RESOURCE;
+    ASSERT_TRUE(progress_both([&] {
+        if (st == GDX_ERR_NO_RESOURCE) // issued once; done() is evaluated again after the loop
+            st = replacement->put(src.data(), src.size(), nullptr, reinterpret_cast<uintptr_t>(dst.data()), *rk, &done);
+        return st != GDX_ERR_NO_RESOURCE;
+    }));
+    if (st == GDX_INPROGRESS) {
+        ASSERT_TRUE(progress_both([&] { return done.count == 0; }));
+        st = done.status;
+    }
+    EXPECT_EQ(st, GDX_OK);
+    EXPECT_EQ(check_pattern(dst.data(), dst.size(), 11), -1);
+}
+
 } // namespace
 } // namespace gdx::test

@@ -76,8 +76,8 @@ Channel::~Channel() {
         hub_->unwatch(sock_);
         close(sock_);
     }
-    if (stash_.fd >= 0) close(stash_.fd);
-    close_fds(stash_.fds, stash_.nfds);
+    for (Stash &s : stash_)
+        close_stash(s);
     for (OutCtrl &o : ctrl_out_) close_fds(o.fds, o.nfds);
     release_peer();
     hub_->remove_channel(this);
@@ -146,13 +146,22 @@ gdx_status_t Channel::connect(std::span<const uint8_t> remote, std::vector<uint8
     if (st != GDX_OK) return st;
     state_ = State::Connecting;
     deadline_ns_ = Hub::now_ns() + hub_->config().conn_timeout_ns;
-    if (initiator()) {
-        retry_connect();
-    } else if (stash_.fd >= 0) {
-        Stash s = std::move(stash_);
-        stash_ = Stash{};
-        on_hello(s.fd, s.cred, s.msg.data(), s.msg.size(), s.fds, s.nfds);
+    // Early HELLOs: the one from the endpoint we were just named is answered; the others came from endpoints the
+    // peer has replaced since (or, when we initiate, should not have come at all) and are closed.
+    std::deque<Stash> early = std::move(stash_);
+    stash_.clear();
+    bool answered = false;
+    for (Stash &s : early) {
+        if (!answered && !initiator() && hello_from_remote(s.msg.data(), s.msg.size())) {
+            answered = true;
+            on_hello(s.fd, s.cred, s.msg.data(), s.msg.size(), s.fds, s.nfds);
+        } else {
+            GDX_DEBUG(tn, "endpoint %" PRIu64 ": early HELLO from pid %d is not from the endpoint named in connect(); "
+                          "closed", ep_id_, static_cast<int>(s.cred.pid));
+            close_stash(s);
+        }
     }
+    if (initiator()) retry_connect();
     return state_ == State::Failed ? error_ : GDX_INPROGRESS;
 }
 
@@ -205,19 +214,47 @@ gdx_status_t Channel::parse_hello(const uint8_t *msg, size_t len, uint64_t *to_e
     return GDX_OK;
 }
 
+void Channel::close_stash(Stash &s) {
+    if (s.fd >= 0) close(s.fd);
+    close_fds(s.fds, s.nfds);
+    s.fd = -1;
+    s.nfds = 0;
+}
+
+// Whether a HELLO's sender address is the endpoint connect() named (the full check is parse_hello's).
+bool Channel::hello_from_remote(const uint8_t *msg, size_t len) const {
+    EpAddress from;
+    std::string why;
+    if (len < kCtrlHdrSize + kEpAddressSize ||
+        decode_ep_address({msg + kCtrlHdrSize, kEpAddressSize}, &from, &why) != GDX_OK)
+        return false;
+    return from.iface_nonce == remote_.iface_nonce && from.ep_id == remote_.ep_id && from.transport == remote_.transport;
+}
+
 void Channel::on_hello(int fd, const PeerCred &cred, const uint8_t *msg, size_t len, int *fds, size_t nfds) {
     const char *tn = hub_->config().transport;
-    if (state_ == State::Idle && stash_.fd < 0) {
-        // The peer called connect() before we did: keep its HELLO until our connect() names it.
-        stash_.fd = fd;
-        stash_.cred = cred;
-        stash_.msg.assign(msg, msg + len);
-        std::memcpy(stash_.fds, fds, nfds * sizeof(int));
-        stash_.nfds = nfds;
+    if (state_ == State::Idle) {
+        // The peer called connect() before we did: keep its HELLO until our connect() names the sender.
+        if (stash_.size() == kMaxStash) {
+            GDX_INFO(tn, "endpoint %" PRIu64 ": %zu HELLOs wait for connect(); the oldest (pid %d) is closed", ep_id_,
+                     kMaxStash, static_cast<int>(stash_.front().cred.pid));
+            close_stash(stash_.front());
+            stash_.pop_front();
+        }
+        Stash s;
+        s.fd = fd;
+        s.cred = cred;
+        s.msg.assign(msg, msg + len);
+        std::memcpy(s.fds, fds, nfds * sizeof(int));
+        s.nfds = nfds;
+        stash_.push_back(std::move(s));
         return;
     }
-    if (state_ != State::Connecting || initiator() || sock_ >= 0) {
-        GDX_WARN(tn, "endpoint %" PRIu64 ": unexpected HELLO from pid %d refused", ep_id_, static_cast<int>(cred.pid));
+    if (state_ != State::Connecting || initiator() || sock_ >= 0 || !hello_from_remote(msg, len)) {
+        // Not an error of this endpoint: the sender (a replaced or stray endpoint) sees its socket close.
+        GDX_INFO(tn, "endpoint %" PRIu64 " (%s): HELLO from pid %d that it does not wait for refused", ep_id_,
+                 state_ == State::Connecting ? "connecting" : state_ == State::Up ? "up" : "failed",
+                 static_cast<int>(cred.pid));
         close(fd);
         close_fds(fds, nfds);
         return;

@@ -151,14 +151,20 @@ class Channel {
     volatile uint64_t probe_word_ = 0; // the peer reads it with process_vm_readv to learn whether CMA works
     int64_t last_rx_ns_ = 0;
 
-    // A HELLO that arrived before connect() was called (the peer was faster).
+    // HELLOs that arrived before connect() named our peer (the peer was faster). More than one can come: UCP's
+    // wire-up may replace a peer endpoint (destroy it, create another, connect that one to us too) before we are
+    // told whom to connect to. connect() takes the one from the named endpoint and closes the others.
     struct Stash {
         int fd = -1;
         PeerCred cred;
         std::vector<uint8_t> msg;
         int fds[kMaxFdsPerMsg] = {-1, -1, -1, -1};
         size_t nfds = 0;
-    } stash_;
+    };
+    static constexpr size_t kMaxStash = 4; // beyond it the oldest is closed (its sender sees the hang-up)
+    std::deque<Stash> stash_;
+    static void close_stash(Stash &s);
+    bool hello_from_remote(const uint8_t *msg, size_t len) const;
     struct OutCtrl {
         std::vector<uint8_t> bytes;
         int fds[kMaxFdsPerMsg];
