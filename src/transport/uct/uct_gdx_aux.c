@@ -124,6 +124,10 @@ static unsigned uct_gdx_aux_iface_progress(uct_iface_h tl_iface)
     uct_gdx_aux_deferred_t *msg;
     unsigned count = 0;
 
+    /* The async handler (uct_gdx_aux_async_cb) runs with the worker's async context blocked and uses the same
+     * receive buffer and deferred queue: blocking it here makes the two exclusive. Without it both threads could
+     * recv into iface->rx at once, and a wire-up message could be lost, garbled or handled twice. */
+    UCT_GDX_ASYNC_BLOCK(&iface->super);
     while (!ucs_queue_is_empty(&iface->deferred)) {
         msg = ucs_queue_pull_elem_non_empty(&iface->deferred, uct_gdx_aux_deferred_t, queue);
         uct_iface_invoke_am(&iface->super, msg->id, msg->data, (unsigned)msg->length, 0);
@@ -132,6 +136,7 @@ static unsigned uct_gdx_aux_iface_progress(uct_iface_h tl_iface)
     }
     count += uct_gdx_aux_drain(iface, 0);
     uct_pending_queue_dispatch(priv, &iface->pending, 1);
+    UCT_GDX_ASYNC_UNBLOCK(&iface->super);
     return count;
 }
 
@@ -155,31 +160,44 @@ UCS_CLASS_DEFINE(uct_gdx_aux_ep_t, uct_base_ep_t);
 static UCS_CLASS_DEFINE_NEW_FUNC(uct_gdx_aux_ep_t, uct_ep_t, const uct_ep_params_t*);
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_gdx_aux_ep_t, uct_ep_t);
 
+/* Wire-up messages are sent from the application's thread (a new endpoint's request) and from the async thread
+ * (the reply to a request handled there): the shared tx buffer and the pending queue are used under the worker's
+ * async lock (a control path: the cost does not matter). */
 static ssize_t uct_gdx_aux_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb, void *arg,
                                        unsigned flags)
 {
     uct_gdx_aux_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_gdx_aux_iface_t);
     uct_gdx_aux_ep_t *ep       = ucs_derived_of(tl_ep, uct_gdx_aux_ep_t);
+    ssize_t ret;
     size_t length;
     ssize_t n;
 
     UCT_CHECK_AM_ID(id);
+    UCT_GDX_ASYNC_BLOCK(&iface->super);
     if (!ucs_queue_is_empty(&iface->pending)) {
-        return UCS_ERR_NO_RESOURCE; /* keep the order of requests already waiting */
+        ret = UCS_ERR_NO_RESOURCE; /* keep the order of requests already waiting */
+        goto out;
     }
     iface->tx[0] = id;
     length       = pack_cb(iface->tx + 1, arg);
-    UCT_CHECK_LENGTH(length, 0, UCT_GDX_AUX_MAX_BCOPY, "am_bcopy");
+    if (length > UCT_GDX_AUX_MAX_BCOPY) {
+        ucs_error(UCT_GDX_AUX_NAME ": am_bcopy of %zu bytes exceeds the maximum %u", length, UCT_GDX_AUX_MAX_BCOPY);
+        ret = UCS_ERR_INVALID_PARAM;
+        goto out;
+    }
     n = sendto(iface->fd, iface->tx, length + 1, MSG_DONTWAIT, (struct sockaddr*)&ep->peer, ep->peer_len);
     if (n == (ssize_t)(length + 1)) {
-        return (ssize_t)length;
+        ret = (ssize_t)length;
+    } else if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == ENOBUFS) || (errno == EINTR))) {
+        ret = UCS_ERR_NO_RESOURCE;
+    } else {
+        ucs_error(UCT_GDX_AUX_NAME ": sendto %s (%zu bytes) failed: %s", ep->peer.sun_path + 1, length + 1,
+                  (n < 0) ? strerror(errno) : "short write");
+        ret = (n < 0) && ((errno == ECONNREFUSED) || (errno == ENOENT)) ? UCS_ERR_UNREACHABLE : UCS_ERR_IO_ERROR;
     }
-    if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == ENOBUFS) || (errno == EINTR))) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    ucs_error(UCT_GDX_AUX_NAME ": sendto %s (%zu bytes) failed: %s", ep->peer.sun_path + 1, length + 1,
-              (n < 0) ? strerror(errno) : "short write");
-    return (n < 0) && ((errno == ECONNREFUSED) || (errno == ENOENT)) ? UCS_ERR_UNREACHABLE : UCS_ERR_IO_ERROR;
+out:
+    UCT_GDX_ASYNC_UNBLOCK(&iface->super);
+    return ret;
 }
 
 static ucs_status_t uct_gdx_aux_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags)
@@ -189,7 +207,9 @@ static ucs_status_t uct_gdx_aux_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t
 
     UCS_STATIC_ASSERT(sizeof(*priv) <= UCT_PENDING_REQ_PRIV_LEN);
     priv->ep = ucs_derived_of(tl_ep, uct_gdx_aux_ep_t);
+    UCT_GDX_ASYNC_BLOCK(&iface->super);
     ucs_queue_push(&iface->pending, &priv->queue);
+    UCT_GDX_ASYNC_UNBLOCK(&iface->super);
     return UCS_OK;
 }
 
@@ -199,7 +219,9 @@ static void uct_gdx_aux_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callb
     uct_gdx_aux_ep_t *ep       = ucs_derived_of(tl_ep, uct_gdx_aux_ep_t);
     uct_gdx_aux_pending_priv_t *priv;
 
+    UCT_GDX_ASYNC_BLOCK(&iface->super);
     uct_pending_queue_purge(priv, &iface->pending, priv->ep == ep, cb, arg);
+    UCT_GDX_ASYNC_UNBLOCK(&iface->super);
 }
 
 /* ---- interface ----------------------------------------------------------------------------------------- */

@@ -10,8 +10,17 @@
 
 #include "uct_gdx.h"
 
+#include <ucs/async/async.h>
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
+
+/* UCP may drive an interface from two threads: the application's (progress, sends) and the worker's async thread,
+ * where wire-up messages that arrive on a CB_ASYNC transport (gdx_aux, ud_verbs) are handled, creating and
+ * connecting endpoints. gdx's transports are single-threaded per interface, so, as UCX's own transports do
+ * (ud's uct_ud_enter), the glue holds the worker's async lock (recursive) where connection state changes and
+ * around progress; the data path (sends, puts) runs without it, from the application's thread only. */
+#define UCT_GDX_ASYNC_BLOCK(_base_iface)   UCS_ASYNC_BLOCK((_base_iface)->worker->async)
+#define UCT_GDX_ASYNC_UNBLOCK(_base_iface) UCS_ASYNC_UNBLOCK((_base_iface)->worker->async)
 
 /* One UCT component per gdx transport ("gdx_tcp"): its MD and its single transport carry the same name, and
  * the component's rkey_unpack knows which transport's key it is handed. */

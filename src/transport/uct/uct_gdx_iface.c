@@ -67,7 +67,9 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_ep_t, const uct_ep_params_t *params)
                   uct_gdx_iface_name(iface));
         return UCS_ERR_UNSUPPORTED;
     }
+    UCT_GDX_ASYNC_BLOCK(&iface->super);
     st = gdx_uct_ep_create(iface->bridge, &self->bridge);
+    UCT_GDX_ASYNC_UNBLOCK(&iface->super);
     if (st != GDX_OK) {
         return uct_gdx_fail(st, "ep_create", uct_gdx_iface_name(iface));
     }
@@ -76,7 +78,11 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_ep_t, const uct_ep_params_t *params)
 
 static UCS_CLASS_CLEANUP_FUNC(uct_gdx_ep_t)
 {
+    uct_base_iface_t *iface = ucs_derived_of(self->super.super.iface, uct_base_iface_t);
+
+    UCT_GDX_ASYNC_BLOCK(iface);
     gdx_uct_ep_destroy(self->bridge);
+    UCT_GDX_ASYNC_UNBLOCK(iface);
 }
 
 UCS_CLASS_DEFINE(uct_gdx_ep_t, uct_base_ep_t);
@@ -88,14 +94,24 @@ static UCS_CLASS_DEFINE_DELETE_FUNC(uct_gdx_ep_t, uct_ep_t);
 
 static ucs_status_t uct_gdx_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
 {
-    gdx_status_t st = gdx_uct_ep_get_address(UCT_GDX_EP(tl_ep), addr);
-    return (st == GDX_OK) ? UCS_OK : uct_gdx_fail(st, "ep_get_address", uct_gdx_iface_name(UCT_GDX_EP_IFACE(tl_ep)));
+    uct_gdx_iface_t *iface = UCT_GDX_EP_IFACE(tl_ep);
+    gdx_status_t st;
+
+    UCT_GDX_ASYNC_BLOCK(&iface->super);
+    st = gdx_uct_ep_get_address(UCT_GDX_EP(tl_ep), addr);
+    UCT_GDX_ASYNC_UNBLOCK(&iface->super);
+    return (st == GDX_OK) ? UCS_OK : uct_gdx_fail(st, "ep_get_address", uct_gdx_iface_name(iface));
 }
 
 static ucs_status_t uct_gdx_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t *dev_addr,
                                              const uct_ep_addr_t *ep_addr)
 {
-    gdx_status_t st = gdx_uct_ep_connect(UCT_GDX_EP(tl_ep), ep_addr);
+    uct_gdx_iface_t *iface = UCT_GDX_EP_IFACE(tl_ep);
+    gdx_status_t st;
+
+    UCT_GDX_ASYNC_BLOCK(&iface->super);
+    st = gdx_uct_ep_connect(UCT_GDX_EP(tl_ep), ep_addr);
+    UCT_GDX_ASYNC_UNBLOCK(&iface->super);
 
     /* GDX_INPROGRESS: gdx connects asynchronously; until it is up, operations return UCS_ERR_NO_RESOURCE and
      * UCP queues them as pending, which is UCT's contract for connect_to_ep too. */
@@ -354,14 +370,24 @@ static int uct_gdx_iface_is_reachable(const uct_iface_h tl_iface, const uct_devi
 
 static unsigned uct_gdx_iface_progress(uct_iface_h tl_iface)
 {
-    return gdx_uct_iface_progress(ucs_derived_of(tl_iface, uct_gdx_iface_t)->bridge);
+    uct_gdx_iface_t *iface = ucs_derived_of(tl_iface, uct_gdx_iface_t);
+    unsigned count;
+
+    UCT_GDX_ASYNC_BLOCK(&iface->super);
+    count = gdx_uct_iface_progress(iface->bridge);
+    UCT_GDX_ASYNC_UNBLOCK(&iface->super);
+    return count;
 }
 
 static ucs_status_t uct_gdx_iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t *comp)
 {
     uct_gdx_iface_t *iface = ucs_derived_of(tl_iface, uct_gdx_iface_t);
+    gdx_status_t st;
 
-    return uct_gdx_op_status(iface, gdx_uct_iface_flush(iface->bridge, comp), "iface_flush");
+    UCT_GDX_ASYNC_BLOCK(&iface->super); /* walks the interface's endpoints, which the async thread may add to */
+    st = gdx_uct_iface_flush(iface->bridge, comp);
+    UCT_GDX_ASYNC_UNBLOCK(&iface->super);
+    return uct_gdx_op_status(iface, st, "iface_flush");
 }
 
 static ucs_status_t uct_gdx_iface_fence(uct_iface_h tl_iface, unsigned flags)
@@ -395,7 +421,9 @@ static ucs_status_t uct_gdx_iface_event_arm(uct_iface_h tl_iface, unsigned event
     if ((pfd.fd >= 0) && (poll(&pfd, 1, 0) > 0)) {
         return UCS_ERR_BUSY;
     }
+    UCT_GDX_ASYNC_BLOCK(&iface->super);
     st = gdx_uct_iface_arm(iface->bridge);
+    UCT_GDX_ASYNC_UNBLOCK(&iface->super);
 
     if ((st == GDX_OK) || (st == GDX_ERR_BUSY)) {
         return uct_gdx_status(st); /* UCS_ERR_BUSY: events are pending, progress before sleeping */
