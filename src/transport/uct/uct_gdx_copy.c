@@ -15,6 +15,7 @@
 
 #include <limits.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #define UCT_GDX_COPY_NAME "gdx_copy"
@@ -27,6 +28,7 @@ typedef struct {
 typedef struct {
     uct_base_iface_t    super;
     uct_gdx_copy_addr_t addr;
+    int                 event_fd; /* never signalled: every operation completes before it returns */
 } uct_gdx_copy_iface_t;
 
 typedef struct {
@@ -120,8 +122,16 @@ static ucs_status_t uct_gdx_copy_iface_query(uct_iface_h tl_iface, uct_iface_att
     attr->iface_addr_len         = sizeof(uct_gdx_copy_addr_t);
     attr->device_addr_len        = 0;
     attr->ep_addr_len            = 0;
+    /* PENDING and the event flags are what UCP requires of a memory-type endpoint's rma_bw lane, on which its
+     * rendezvous pipeline copies fragments between device memory and host bounce buffers (ucp/wireup/select.c,
+     * ucp_wireup_add_rma_bw_lanes; the event flags only when the worker wants wakeups). cuda_copy advertises the
+     * same. pending_add answers "busy" (send now: nothing here ever waits for a resource), and the event fd never
+     * fires because nothing here ever completes later. */
     attr->cap.flags              = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_PUT_SHORT |
-                                   UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_SHORT | UCT_IFACE_FLAG_GET_ZCOPY;
+                                   UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_SHORT | UCT_IFACE_FLAG_GET_ZCOPY |
+                                   UCT_IFACE_FLAG_PENDING;
+    attr->cap.event_flags        = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV |
+                                   UCT_IFACE_FLAG_EVENT_FD;
     attr->cap.put.max_short      = UINT_MAX;
     attr->cap.put.max_zcopy      = SIZE_MAX;
     attr->cap.put.max_iov        = 1;
@@ -145,6 +155,17 @@ static ucs_status_t uct_gdx_copy_iface_get_address(uct_iface_h tl_iface, uct_ifa
 {
     memcpy(addr, &ucs_derived_of(tl_iface, uct_gdx_copy_iface_t)->addr, sizeof(uct_gdx_copy_addr_t));
     return UCS_OK;
+}
+
+static ucs_status_t uct_gdx_copy_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
+{
+    *fd_p = ucs_derived_of(tl_iface, uct_gdx_copy_iface_t)->event_fd;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_gdx_copy_iface_event_arm(uct_iface_h tl_iface, unsigned events)
+{
+    return UCS_OK; /* no completion or message can ever arrive later: always safe to sleep */
 }
 
 static int uct_gdx_copy_iface_is_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
@@ -173,11 +194,17 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_copy_iface_t, uct_md_h md, uct_worker_h worke
                               worker, params, tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(UCT_GDX_COPY_NAME));
     self->addr.system_id = ucs_get_system_id();
     self->addr.pid       = (uint32_t)getpid();
+    self->event_fd       = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (self->event_fd < 0) {
+        ucs_error(UCT_GDX_COPY_NAME ": eventfd() failed: %m");
+        return UCS_ERR_IO_ERROR;
+    }
     return UCS_OK;
 }
 
 static UCS_CLASS_CLEANUP_FUNC(uct_gdx_copy_iface_t)
 {
+    close(self->event_fd);
 }
 
 UCS_CLASS_DEFINE(uct_gdx_copy_iface_t, uct_base_iface_t);
@@ -229,6 +256,8 @@ static uct_iface_ops_t uct_gdx_copy_iface_ops = {
     .iface_query              = uct_gdx_copy_iface_query,
     .iface_get_device_address = (uct_iface_get_device_address_func_t)ucs_empty_function_return_success,
     .iface_get_address        = uct_gdx_copy_iface_get_address,
+    .iface_event_fd_get       = uct_gdx_copy_iface_event_fd_get,
+    .iface_event_arm          = uct_gdx_copy_iface_event_arm,
     .iface_is_reachable       = uct_gdx_copy_iface_is_reachable,
 };
 
