@@ -3,6 +3,7 @@
 // behind them. Prints median and p99 in ns per call and a command/date/machine header; no thresholds. Without a
 // CUDA driver it says so and exits 0.
 //   memtype_bench [--samples N] [--batch B]
+#include "memtype/free_hooks.h"
 #include "memtype/memtype.h"
 #if GDX_HAVE_CUDA_H
 #include "memtype/cuda_driver.h"
@@ -155,10 +156,14 @@ int main(int argc, char **argv) {
         api->cuPointerGetAttribute(&v, a, reinterpret_cast<CUdeviceptr>(p));
         return static_cast<uint64_t>(v);
     };
-    DetectorOptions per_hit, events, off;
+    DetectorOptions per_hit, events, off, deflt;
+    per_hit.validation = CacheValidation::PerHit;
     events.validation = CacheValidation::Events;
     off.cache = false;
-    Detector d_hit(per_hit), d_ev(events), d_off(off);
+    Detector d_hit(per_hit), d_ev(events), d_off(off), d_default(deflt);
+    const FreeHookState &hooks = install_free_hooks();
+    std::printf("# CUDA free hooks: %s (%s); the default (GDX_MEMTYPE_HOOKS=try) validates hits: %s\n",
+                hooks.installed ? "on" : "off", hooks.why.c_str(), validation_name(d_default.options().validation));
     auto lookup = [](Detector &d, const void *p) {
         MemInfo info;
         d.detect_one(p, &info);
@@ -173,7 +178,7 @@ int main(int argc, char **argv) {
     } mems[] = {{"cuda-device", reinterpret_cast<void *>(dev + 4096)},
                 {"host-pinned", static_cast<char *>(pinned) + 4096},
                 {"host-pageable", pageable.data() + 4096}};
-    double raw_dev = 0, hit_dev = 0, hit_dev_ev = 0;
+    double raw_dev = 0, hit_dev = 0, hit_dev_ev = 0, hit_dev_default = 0;
     for (const Mem &m : mems) {
         Result r = measure([&] { return raw_batch(m.p); });
         row(m.name, "raw cuPointerGetAttributes (the 10 attributes of a miss)", r);
@@ -186,13 +191,18 @@ int main(int argc, char **argv) {
         r = measure([&] { return lookup(d_hit, m.p); });
         row(m.name,
             m.p == mems[2].p ? "detect_one, cache on (host answers are never cached)"
-                             : "hit: detect_one, per-hit validation (default)",
+                             : "hit: detect_one, per-hit validation (hooks off)",
             r);
         if (m.p == mems[0].p) hit_dev = r.median;
         if (m.p != mems[2].p) {
             r = measure([&] { return lookup(d_ev, m.p); });
             row(m.name, "hit: detect_one, events validation (no driver call)", r);
             if (m.p == mems[0].p) hit_dev_ev = r.median;
+            r = measure([&] { return lookup(d_default, m.p); });
+            row(m.name, hooks.installed ? "hit: detect_one, default (hooks on: events)"
+                                        : "hit: detect_one, default (hooks off: per-hit)",
+                r);
+            if (m.p == mems[0].p) hit_dev_default = r.median;
         }
     }
     size_t i = 0;
@@ -205,8 +215,9 @@ int main(int argc, char **argv) {
             d_hit.detect(reinterpret_cast<void *>(dev), kSize, &segs);
             return segs.size();
         }));
-    std::printf("\n# raw cuPointerGetAttributes / cached hit, device memory: %.1fx (per-hit), %.1fx (events)\n",
-                raw_dev / hit_dev, raw_dev / hit_dev_ev);
+    std::printf("\n# raw cuPointerGetAttributes / cached hit, device memory: %.1fx (per-hit), %.1fx (events), "
+                "%.1fx (default)\n",
+                raw_dev / hit_dev, raw_dev / hit_dev_ev, raw_dev / hit_dev_default);
     const RangeCacheStats s = d_hit.cache()->stats();
     std::printf("# per-hit cache: %llu hits, %llu misses, %llu stale, %zu entries\n",
                 static_cast<unsigned long long>(s.hits), static_cast<unsigned long long>(s.misses),

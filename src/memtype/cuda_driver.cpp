@@ -45,20 +45,14 @@ DriverApi *load() {
         return nullptr;
     }
     auto *api = new DriverApi;
+    api->lib = lib;
+    api->get_proc_v2 = reinterpret_cast<void *>(gpa2);
+    api->get_proc_v1 = reinterpret_cast<void *>(gpa1);
     bool ok = true;
     auto resolve = [&](const char *name, void **slot, bool required) {
-        const int abi = abi_version(name);
-        CUresult r;
-        if (gpa2 != nullptr) {
-            CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
-            r = gpa2(name, slot, abi, CU_GET_PROC_ADDRESS_DEFAULT, &status);
-            if (status != CU_GET_PROC_ADDRESS_SUCCESS) r = CUDA_ERROR_NOT_FOUND;
-        } else {
-            r = gpa1(name, slot, abi, CU_GET_PROC_ADDRESS_DEFAULT);
-        }
-        if (r != CUDA_SUCCESS || *slot == nullptr) {
-            *slot = nullptr;
-            GDX_DEBUG("cuda", "driver entry point %s not available (%d)", name, static_cast<int>(r));
+        *slot = entry_point(*api, name, abi_version(name), false);
+        if (*slot == nullptr) {
+            GDX_DEBUG("cuda", "driver entry point %s not available", name);
             if (required) {
                 ok = false;
                 if (g_why.empty()) g_why = std::string("CUDA driver lacks required entry point ") + name;
@@ -90,6 +84,23 @@ DriverApi *load() {
 }
 
 } // namespace
+
+void *entry_point(const DriverApi &api, const char *name, int version, bool per_thread_stream) {
+    const cuuint64_t flags =
+        per_thread_stream ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_DEFAULT;
+    void *fn = nullptr;
+    CUresult r;
+    if (api.get_proc_v2 != nullptr) {
+        CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+        r = reinterpret_cast<GetProcAddressV2>(api.get_proc_v2)(name, &fn, version, flags, &status);
+        if (status != CU_GET_PROC_ADDRESS_SUCCESS) r = CUDA_ERROR_NOT_FOUND;
+    } else if (api.get_proc_v1 != nullptr) {
+        r = reinterpret_cast<GetProcAddressV1>(api.get_proc_v1)(name, &fn, version, flags);
+    } else {
+        return nullptr;
+    }
+    return r == CUDA_SUCCESS ? fn : nullptr;
+}
 
 const DriverApi *driver() {
     static std::once_flag once;

@@ -45,7 +45,14 @@ struct DriverApi {
 #undef GDX_CUDA_DECLARE
     int driver_version = 0; // e.g. 13000
     int device_count = 0;
+    void *lib = nullptr;           // the dlopen handle of libcuda.so.1 (RTLD_NODELETE)
+    void *get_proc_v2 = nullptr;   // cuGetProcAddress_v2, or nullptr
+    void *get_proc_v1 = nullptr;   // cuGetProcAddress (the pre-12.5 ABI)
 };
+
+// What cuGetProcAddress hands out for `name` at ABI `version` (the CUDA runtime asks the same way), with the
+// per-thread default stream flag or without. nullptr when the driver has no such entry point.
+void *entry_point(const DriverApi &api, const char *name, int version, bool per_thread_stream);
 
 // The driver, loaded and initialized once (thread-safe). nullptr when there is no usable driver or no GPU;
 // why_unavailable() then says why, and that was logged once at info.

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "memtype/free_hooks.h"
 
 #if GDX_HAVE_CUDA_H
 #include "memtype/cuda_driver.h"
@@ -54,6 +55,7 @@ DetectorOptions Detector::options(const Config &cfg) {
     o.use_cuda = cfg.ternary(ConfigId::CUDA) != Ternary::No;
     o.cache = cfg.boolean(ConfigId::MEMTYPE_CACHE);
     o.cache_entries = cfg.uint(ConfigId::MEMTYPE_CACHE_ENTRIES);
+    o.hooks = cfg.ternary(ConfigId::MEMTYPE_HOOKS);
     return o;
 }
 
@@ -61,7 +63,11 @@ gdx_status_t Detector::create(const Config &cfg, std::unique_ptr<Detector> *out)
     if (out == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "Detector::create: null output");
     if (cfg.ternary(ConfigId::CUDA) == Ternary::Yes && !ops(MemKind::Cuda).available())
         return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "GDX_CUDA=yes but %s", why_no_cuda().c_str());
-    out->reset(new Detector(options(cfg)));
+    DetectorOptions o = options(cfg);
+    if (o.hooks == Ternary::Yes && o.use_cuda && ops(MemKind::Cuda).available() && !install_free_hooks().installed)
+        return GDX_FAIL(GDX_ERR_UNSUPPORTED, kComp, "GDX_MEMTYPE_HOOKS=yes but the CUDA free hooks are off: %s",
+                        install_free_hooks().why.c_str());
+    out->reset(new Detector(o));
     return GDX_OK;
 }
 
@@ -77,6 +83,12 @@ Detector::Detector(const DetectorOptions &opts) : opts_(opts) {
         // With cuda.h, cuda::driver() has said why at info already; say it here only when it could not.
         GDX_LOG_ONCE(log::Level::Info, kComp, "memtype:no-cuda", "%s: every pointer is host memory",
                      why_no_cuda().c_str());
+    }
+    if (opts_.validation == CacheValidation::Auto) {
+        // Hooks only make sense for the real CUDA row (a test row's frees are not driver calls).
+        bool hooked = gpu_ == &ops(MemKind::Cuda) && opts_.cache && opts_.hooks != Ternary::No &&
+                      install_free_hooks().installed;
+        opts_.validation = hooked ? CacheValidation::Events : CacheValidation::PerHit;
     }
     // Only GPU rows produce cacheable answers: without one a cache would only cost.
     if (gpu_ != nullptr && opts_.cache && opts_.cache_entries > 0)

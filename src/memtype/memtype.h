@@ -17,7 +17,10 @@ struct DetectorOptions {
     bool use_cuda = true;        // GDX_CUDA != no
     bool cache = true;           // GDX_MEMTYPE_CACHE
     size_t cache_entries = 4096; // GDX_MEMTYPE_CACHE_ENTRIES (0 = no cache)
-    CacheValidation validation = CacheValidation::PerHit;
+    // Auto: Events when the CUDA free hooks are installed (GDX_MEMTYPE_HOOKS, free_hooks.h), PerHit otherwise.
+    // Tests set PerHit or Events to exercise one mode.
+    CacheValidation validation = CacheValidation::Auto;
+    Ternary hooks = Ternary::Try; // GDX_MEMTYPE_HOOKS
     // Stretches without known bounds (pageable host) are probed at multiples of this for the start of other
     // memory. GPU device mappings start on 2 MiB boundaries (README: 'Host gaps').
     size_t probe_step = size_t(2) << 20;
@@ -32,9 +35,10 @@ class Detector {
     Detector(const Detector &) = delete;
     Detector &operator=(const Detector &) = delete;
 
-    // Options from GDX_CUDA, GDX_MEMTYPE_CACHE and GDX_MEMTYPE_CACHE_ENTRIES.
+    // Options from GDX_CUDA, GDX_MEMTYPE_CACHE, GDX_MEMTYPE_CACHE_ENTRIES and GDX_MEMTYPE_HOOKS.
     static DetectorOptions options(const Config &cfg);
-    // As the constructor, but GDX_CUDA=yes without a usable driver and GPU fails (GDX_ERR_NO_DEVICE).
+    // As the constructor, but GDX_CUDA=yes without a usable driver and GPU fails (GDX_ERR_NO_DEVICE), and so does
+    // GDX_MEMTYPE_HOOKS=yes when the free hooks cannot be installed (GDX_ERR_UNSUPPORTED, with the reason).
     static gdx_status_t create(const Config &cfg, std::unique_ptr<Detector> *out);
 
     // The allocation containing `ptr` (cache first). GDX_ERR_INVALID_PARAM for null; driver errors pass through.
@@ -47,7 +51,7 @@ class Detector {
 
     bool gpu_enabled() const { return gpu_ != nullptr; }
     RangeCache *cache() { return cache_.get(); } // nullptr when caching is off
-    const DetectorOptions &options() const { return opts_; }
+    const DetectorOptions &options() const { return opts_; } // validation: the mode chosen (never Auto)
 
   private:
     gdx_status_t classify(const void *ptr, MemInfo *out);

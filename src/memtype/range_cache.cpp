@@ -24,27 +24,38 @@ std::vector<RangeCache *> &registry() {
 
 // One entry per thread: the last hit, valid while its cache's epoch is unchanged (no entry removed since).
 // Repeated lookups inside one buffer (fragments of a message) skip the lock and the tree walk.
+// Also this thread's counter shard (one thread-local object, constant-initialized: no guard on access).
 struct Memo {
     uint64_t cache_id = 0;
     uint64_t epoch = 0;
     uintptr_t base = 0, end = 0;
     const Ops *owner = nullptr;
     MemInfo info;
+    unsigned shard = ~0u;
 };
 thread_local Memo t_memo;
 
 unsigned counter_shard() {
     static std::atomic<unsigned> next{0};
-    thread_local unsigned shard = next.fetch_add(1, std::memory_order_relaxed);
-    return shard;
+    unsigned &s = t_memo.shard;
+    if (s == ~0u) s = next.fetch_add(1, std::memory_order_relaxed);
+    return s;
 }
 
 } // namespace
 
-const char *validation_name(CacheValidation v) { return v == CacheValidation::PerHit ? "per-hit" : "events"; }
+const char *validation_name(CacheValidation v) {
+    switch (v) {
+    case CacheValidation::PerHit: return "per-hit";
+    case CacheValidation::Events: return "events";
+    case CacheValidation::Auto: return "auto";
+    }
+    return "?";
+}
 
 RangeCache::RangeCache(size_t capacity, CacheValidation validation)
-    : capacity_(capacity == 0 ? 1 : capacity), validation_(validation),
+    : capacity_(capacity == 0 ? 1 : capacity),
+      validation_(validation == CacheValidation::Auto ? CacheValidation::PerHit : validation),
       id_(g_next_cache_id.fetch_add(1, std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> g(registry_mutex());
     registry().push_back(this);
@@ -61,7 +72,9 @@ RangeCache::Counters &RangeCache::counters() const { return shards_[counter_shar
 bool RangeCache::cacheable(const MemInfo &info, CacheValidation validation) {
     if (info.type == MemType::HostPageable || info.type == MemType::Unmapped) return false;
     if (info.size == 0 || info.base + info.size < info.base) return false;
-    if (validation == CacheValidation::PerHit && info.buffer_id == 0 && info.block_id == 0) return false;
+    // An entry that is checked on hits needs an id to check against.
+    bool checked = validation != CacheValidation::Events || info.type == MemType::CudaPool;
+    if (checked && info.buffer_id == 0 && info.block_id == 0) return false;
     return true;
 }
 
@@ -72,8 +85,8 @@ bool RangeCache::lookup(const void *ptr, MemInfo *out, uint64_t *ticket) {
     Memo &m = t_memo;
     const uint64_t now = epoch_.load(std::memory_order_acquire);
     if (m.cache_id == id_ && m.epoch == now && p >= m.base && p < m.end) {
-        if (validation_ == CacheValidation::Events || m.owner->revalidate(ptr, m.info) == GDX_OK) {
-            counters().hits.fetch_add(1, std::memory_order_relaxed);
+        if (!needs_check(m.info) || m.owner->revalidate(ptr, m.info) == GDX_OK) {
+            bump(counters().hits);
             *out = m.info;
             return true;
         }
@@ -87,7 +100,7 @@ bool RangeCache::lookup(const void *ptr, MemInfo *out, uint64_t *ticket) {
         auto it = entries_.upper_bound(p);
         if (it == entries_.begin() || p >= std::prev(it)->first + std::prev(it)->second.info.size) {
             lock.unlock();
-            counters().misses.fetch_add(1, std::memory_order_relaxed);
+            bump(counters().misses);
             return false;
         }
         const Entry &e = std::prev(it)->second;
@@ -96,9 +109,14 @@ bool RangeCache::lookup(const void *ptr, MemInfo *out, uint64_t *ticket) {
         owner = e.owner;
         epoch = epoch_.load(std::memory_order_relaxed); // stable here: removals hold the write lock
     }
-    if (validation_ == CacheValidation::PerHit && owner->revalidate(ptr, info) != GDX_OK) return stale(ptr, info);
-    m = Memo{id_, epoch, info.base, info.base + info.size, owner, info};
-    counters().hits.fetch_add(1, std::memory_order_relaxed);
+    if (needs_check(info) && owner->revalidate(ptr, info) != GDX_OK) return stale(ptr, info);
+    m.cache_id = id_;
+    m.epoch = epoch;
+    m.base = info.base;
+    m.end = info.base + info.size;
+    m.owner = owner;
+    m.info = info;
+    bump(counters().hits);
     *out = info;
     return true;
 }
@@ -108,8 +126,8 @@ bool RangeCache::stale(const void *ptr, const MemInfo &seen) {
     t_memo.cache_id = 0;
     drop_stale(seen);
     Counters &c = counters();
-    c.stale.fetch_add(1, std::memory_order_relaxed);
-    c.misses.fetch_add(1, std::memory_order_relaxed);
+    bump(c.stale);
+    bump(c.misses);
     GDX_DEBUG("memtype", "cache: %s entry [0x%zx, +%zu) is stale at %p: dropped", type_name(seen.type),
               static_cast<size_t>(seen.base), seen.size, ptr);
     return false;
@@ -156,7 +174,7 @@ void RangeCache::evict_one_locked() {
 
 void RangeCache::insert(const MemInfo &info, const Ops *owner, uint64_t ticket) {
     if (owner == nullptr || !cacheable(info, validation_)) return;
-    if (validation_ == CacheValidation::PerHit && owner->revalidate == nullptr) return; // a row that cannot check
+    if (needs_check(info) && owner->revalidate == nullptr) return; // a row that cannot check
     std::unique_lock<std::shared_mutex> lock(mu_);
     if (invalidations_.load(std::memory_order_relaxed) != ticket) {
         // An invalidate() ran while the caller queried: its answer may describe memory that is gone by now.

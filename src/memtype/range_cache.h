@@ -15,13 +15,16 @@ namespace gdx::mem {
 
 enum class CacheValidation : uint8_t {
     // Every hit re-reads one driver attribute (buffer id; block id for VMM) and drops the entry when it changed.
-    // Safe against frees gdx never sees (the application's cudaFree). The default.
+    // Safe against frees gdx never sees (the application's cudaFree).
     PerHit,
     // Hits trust the entry: no driver call. Correct only while every free/unmap of cached memory is reported
-    // through invalidate() (gdx's own alloc/free/IPC-close paths do; an application's cudaFree does not).
+    // through invalidate(): the CUDA free hooks do that for every driver entry point (free_hooks.h). Stream-ordered
+    // pool memory is still validated on every hit: its free runs when the stream gets there, with no call to hook.
     Events,
+    // The Detector's choice: Events when the free hooks are installed, PerHit otherwise (never a RangeCache mode).
+    Auto,
 };
-const char *validation_name(CacheValidation v); // "per-hit", "events"
+const char *validation_name(CacheValidation v); // "per-hit", "events", "auto"
 
 struct RangeCacheStats {
     uint64_t hits = 0;   // answered from the cache (validated in PerHit mode)
@@ -67,10 +70,18 @@ class RangeCache {
         const Ops *owner;
         mutable std::atomic<bool> referenced{true}; // clock bit: set by hits under the shared lock
     };
+    // Statistics only, so a hit pays no locked instruction for them: each thread increments its shard with a
+    // plain load and store. Exact while at most kCounterShards threads use a cache; beyond, two threads share a
+    // shard and an increment may be lost.
     struct alignas(64) Counters {
         std::atomic<uint64_t> hits{0}, misses{0}, stale{0};
     };
-    static constexpr unsigned kCounterShards = 16; // hit counters per thread group: no shared cache line
+    static constexpr unsigned kCounterShards = 16;
+    static void bump(std::atomic<uint64_t> &c) { c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+    // Whether a hit on `info` must ask the driver (PerHit, or pool memory in Events mode).
+    bool needs_check(const MemInfo &info) const {
+        return validation_ == CacheValidation::PerHit || info.type == MemType::CudaPool;
+    }
 
     Counters &counters() const;
     void erase_locked(std::map<uintptr_t, Entry>::iterator it);

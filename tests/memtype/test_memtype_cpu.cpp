@@ -3,6 +3,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "memtype/free_hooks.h"
 #include "memtype/host_mapping.h"
 #include "memtype/memtype.h"
 #include "test_alloc.h"
@@ -193,6 +194,29 @@ TEST(DetectorNoGpu, ConfigDrivesTheOptions) {
         EXPECT_EQ(Detector::create(cfg, &det), GDX_ERR_NO_DEVICE);
         EXPECT_NE(last_error().find("GDX_CUDA=yes"), std::string::npos) << last_error();
     }
+}
+
+TEST(DetectorNoGpu, FreeHooksAreOffWithAReasonAndHitsValidated) {
+    if (gpu_skip_reason().empty()) GTEST_SKIP() << "a CUDA driver is present: covered by the gpu set";
+    const FreeHookState &h = install_free_hooks();
+    EXPECT_FALSE(h.installed);
+    EXPECT_EQ(h.patched, 0u);
+    EXPECT_FALSE(h.why.empty());
+    EXPECT_EQ(free_hook_calls(), 0u);
+    Config cfg;
+    std::string err;
+    for (const char *v : {"try", "yes", "no"}) {
+        // Without a GPU there is nothing to hook and nothing to cache: 'yes' does not fail here.
+        ASSERT_EQ(Config::load({{"GDX_MEMTYPE_HOOKS", v}}, &cfg, &err), GDX_OK) << err;
+        EXPECT_EQ(Detector::options(cfg).hooks, v[0] == 't' ? Ternary::Try : v[0] == 'y' ? Ternary::Yes : Ternary::No);
+        std::unique_ptr<Detector> det;
+        EXPECT_EQ(Detector::create(cfg, &det), GDX_OK) << v << ": " << last_error();
+        if (det) {
+            EXPECT_EQ(det->options().validation, CacheValidation::PerHit) << v;
+        }
+    }
+    EXPECT_EQ(Config::load({{"GDX_MEMTYPE_HOOKS", "sometimes"}}, &cfg, &err), GDX_ERR_INVALID_CONFIG);
+    EXPECT_NE(err.find("GDX_MEMTYPE_HOOKS"), std::string::npos) << err;
 }
 
 TEST(DetectorBadInput, NullZeroLengthAndWrapAreRejected) {

@@ -3,6 +3,7 @@
 // adjacent VMM mappings, unmap + remap at one address, and IPC-imported memory in a second process.
 // Without a CUDA driver every case skips, saying why.
 #include "core/error.h"
+#include "memtype/free_hooks.h"
 #include "memtype/memtype.h"
 #if GDX_HAVE_CUDA_H
 #include "memtype/cuda_driver.h"
@@ -12,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <dlfcn.h>
+#include <functional>
 #include <unistd.h>
 
 using namespace gdx;
@@ -310,6 +313,88 @@ TEST_F(GpuOnly, IpcImportedInASecondProcess) {
 }
 
 #if GDX_HAVE_CUDA_H
+// With the free hooks on (the default), a cached answer is trusted without a driver call, so every way an
+// application frees memory must reach a hook: gdx's driver entry points (which cuGetProcAddress handed out), the
+// exported symbol an application linked with -lcuda calls, and the CUDA runtime.
+TEST_F(GpuOnly, FreeHooksSeeEveryFreePath) {
+    const FreeHookState &h = install_free_hooks();
+    if (!h.installed && h.why.find("libucm") != std::string::npos) GTEST_SKIP() << h.why;
+    ASSERT_TRUE(h.installed) << h.why;
+    std::printf("[ hooks ] %s\n", h.why.c_str());
+    Detector det, fresh(uncached());
+    ASSERT_EQ(det.options().validation, CacheValidation::Events);
+    auto cached_then_freed = [&](const char *what, const void *p, const std::function<void()> &free_it) {
+        MemInfo info, truth;
+        ASSERT_EQ(det.detect_one(p, &info), GDX_OK) << what;
+        ASSERT_EQ(det.detect_one(p, &info), GDX_OK) << what; // from the cache now
+        const MemInfo before = info;
+        const uint64_t calls = free_hook_calls();
+        free_it();
+        EXPECT_GT(free_hook_calls(), calls) << what << ": the free did not reach a hook";
+        ASSERT_EQ(det.detect_one(p, &info), GDX_OK) << what;
+        ASSERT_EQ(fresh.detect_one(p, &truth), GDX_OK) << what;
+        EXPECT_EQ(info.type, truth.type) << what << ": cached " << describe(info) << ", driver " << describe(truth)
+                                         << ", before the free " << describe(before);
+        EXPECT_EQ(info.buffer_id, truth.buffer_id) << what;
+    };
+    for (AllocKind k : {AllocKind::HostPinned, AllocKind::HostRegistered, AllocKind::CudaDevice,
+                        AllocKind::CudaManaged, AllocKind::CudaVmm, AllocKind::CudaVmmHost, AllocKind::CudaPool}) {
+        TestBuffer b;
+        std::string why;
+        if (!b.allocate(k, 1 << 20, 0, &why)) {
+            ASSERT_TRUE(optional_kind(k)) << alloc_kind_name(k) << ": " << why;
+            std::printf("[ hooks ] %s skipped: %s\n", alloc_kind_name(k), why.c_str());
+            continue;
+        }
+        cached_then_freed(alloc_kind_name(k), static_cast<char *>(b.ptr()) + 10, [&] { b.release(); });
+    }
+    const cuda::DriverApi *api = cuda::driver();
+    cuda::DeviceScope scope(0);
+    ASSERT_TRUE(scope.ok());
+    // The exported symbol, as an application linked with -lcuda calls it.
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    ASSERT_NE(lib, nullptr);
+    auto exported_free = reinterpret_cast<CUresult (*)(CUdeviceptr)>(dlsym(lib, "cuMemFree_v2"));
+    ASSERT_NE(exported_free, nullptr);
+    CUdeviceptr d = 0;
+    ASSERT_EQ(api->cuMemAlloc(&d, 1 << 20), CUDA_SUCCESS);
+    cached_then_freed("cuMemFree_v2 by symbol", reinterpret_cast<void *>(d + 10),
+                      [&] { EXPECT_EQ(exported_free(d), CUDA_SUCCESS); });
+    // The CUDA runtime (a statically linked one reaches the driver the same way: cuGetProcAddress).
+    void *rt = nullptr;
+    for (const char *name : {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "/usr/local/cuda/lib64/libcudart.so"})
+        if ((rt = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+    if (rt == nullptr) {
+        std::printf("[ hooks ] CUDA runtime path not tested: no libcudart.so here\n");
+        return;
+    }
+    using Malloc = int (*)(void **, size_t);
+    using Free = int (*)(void *);
+    auto rt_malloc = reinterpret_cast<Malloc>(dlsym(rt, "cudaMalloc"));
+    auto rt_free = reinterpret_cast<Free>(dlsym(rt, "cudaFree"));
+    auto rt_malloc_host = reinterpret_cast<Malloc>(dlsym(rt, "cudaMallocHost"));
+    auto rt_free_host = reinterpret_cast<Free>(dlsym(rt, "cudaFreeHost"));
+    ASSERT_TRUE(rt_malloc && rt_free && rt_malloc_host && rt_free_host);
+    void *p = nullptr;
+    ASSERT_EQ(rt_malloc(&p, 1 << 20), 0);
+    cached_then_freed("cudaFree", static_cast<char *>(p) + 10, [&] { EXPECT_EQ(rt_free(p), 0); });
+    ASSERT_EQ(rt_malloc_host(&p, 1 << 20), 0);
+    cached_then_freed("cudaFreeHost", static_cast<char *>(p) + 10, [&] { EXPECT_EQ(rt_free_host(p), 0); });
+    // Reuse: the runtime hands the same address out again; the answer follows the new allocation.
+    void *a = nullptr, *b = nullptr;
+    ASSERT_EQ(rt_malloc(&a, 4 << 20), 0);
+    MemInfo info, truth;
+    ASSERT_EQ(det.detect_one(a, &info), GDX_OK);
+    ASSERT_EQ(rt_free(a), 0);
+    ASSERT_EQ(rt_malloc_host(&b, 64 << 10), 0); // may or may not land at `a`; either way the answer must be fresh
+    ASSERT_EQ(det.detect_one(a, &info), GDX_OK);
+    ASSERT_EQ(fresh.detect_one(a, &truth), GDX_OK);
+    EXPECT_EQ(info.type, truth.type) << describe(info) << " vs " << describe(truth);
+    EXPECT_EQ(rt_free_host(b), 0);
+    std::printf("[ hooks ] runtime frees seen through %s; %llu hooked calls in all\n", "libcudart",
+                static_cast<unsigned long long>(free_hook_calls()));
+}
+
 TEST_F(GpuOnly, IntegratedFlagMatchesTheDevice) {
     TestBuffer b;
     std::string why;

@@ -116,6 +116,37 @@ TEST_F(FakeRow, EventsModeTrustsEntriesUntilInvalidated) {
     EXPECT_EQ(one(det, kBase).type, MemType::HostPinned);
 }
 
+TEST_F(FakeRow, EventsModeStillChecksPoolMemoryOnEveryHit) {
+    // Stream-ordered pool memory is freed when its stream gets to cuMemFreeAsync: after the call the free hooks
+    // saw, so a lookup in between could have re-cached it. Events mode therefore checks pool entries like PerHit.
+    Detector det(opts(CacheValidation::Events));
+    fake().alloc(kBase, kMiB, MemType::CudaPool);
+    fake().alloc(kBase + 4 * kMiB, kMiB, MemType::CudaDevice);
+    EXPECT_EQ(one(det, kBase + 1).type, MemType::CudaPool);
+    EXPECT_EQ(one(det, kBase + 4 * kMiB + 1).type, MemType::CudaDevice);
+    const uint64_t checks = fake().revalidations.load();
+    EXPECT_EQ(one(det, kBase + 2).type, MemType::CudaPool);
+    EXPECT_EQ(fake().revalidations.load(), checks + 1); // pool: checked
+    EXPECT_EQ(one(det, kBase + 4 * kMiB + 2).type, MemType::CudaDevice);
+    EXPECT_EQ(fake().revalidations.load(), checks + 1); // device: trusted
+    fake().free(kBase); // the stream reached the free; nothing was hooked at that moment
+    fake().alloc(kBase, 64 * 1024, MemType::CudaPool);
+    MemInfo info = one(det, kBase + 2);
+    EXPECT_EQ(info.size, 64 * 1024u) << describe(info);
+    EXPECT_EQ(det.cache()->stats().stale, 1u);
+}
+
+TEST_F(FakeRow, AutoValidationIsPerHitWithoutTheDriverHooks) {
+    // Auto picks Events only for the real CUDA row with its free hooks in place; a test row never has them.
+    DetectorOptions o = opts(CacheValidation::Auto);
+    Detector det(o);
+    EXPECT_EQ(det.options().validation, CacheValidation::PerHit);
+    fake().alloc(kBase, kMiB, MemType::CudaDevice);
+    one(det, kBase);
+    one(det, kBase + 1);
+    EXPECT_EQ(fake().revalidations.load(), 1u);
+}
+
 TEST_F(FakeRow, BrokenValidationServesStaleAnswers) {
     // Fault injection: shows that the per-hit id check is what keeps reuse from being served stale.
     Detector det(opts());

@@ -1,0 +1,232 @@
+#include "memtype/free_hooks.h"
+
+#include "core/log.h"
+#include "memtype/range_cache.h"
+
+#if GDX_HAVE_CUDA_H
+#include "memtype/cuda_driver.h"
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <dlfcn.h>
+#include <mutex>
+#include <vector>
+#endif
+
+namespace gdx::mem {
+
+#if !GDX_HAVE_CUDA_H
+
+const FreeHookState &install_free_hooks() {
+    static const FreeHookState s{false, 0, "gdx was built without cuda.h"};
+    return s;
+}
+uint64_t free_hook_calls() { return 0; }
+
+#else
+
+namespace {
+
+constexpr const char *kComp = "memtype";
+constexpr size_t kAll = SIZE_MAX; // the call frees memory we cannot enumerate: drop every cached answer
+
+std::atomic<uint64_t> g_calls{0};
+
+// The range a hooked call frees is dropped before the call (no lookup answers from the dying entry) and after it
+// (a lookup racing with the free may have re-inserted it: RangeCache rejects inserts across an invalidate, but one
+// that read the driver before the free and inserted before our first invalidate is caught only here).
+inline void drop(uintptr_t base, size_t len) { invalidate(reinterpret_cast<const void *>(base), len); }
+
+// X(symbol, parameters, arguments, first byte freed, bytes freed). Every exported name of an entry point that frees
+// memory, in each ABI that passes its arguments alike (_v2 and _ptsz variants included).
+#define GDX_FREE_HOOKS(X)                                                                                     \
+    X(cuMemFree_v2, (CUdeviceptr p), (p), p, 1)                                                               \
+    X(cuMemFreeHost, (void *p), (p), reinterpret_cast<uintptr_t>(p), 1)                                       \
+    X(cuMemHostUnregister, (void *p), (p), reinterpret_cast<uintptr_t>(p), 1)                                 \
+    X(cuMemFreeAsync, (CUdeviceptr p, CUstream s), (p, s), p, 1)                                              \
+    X(cuMemFreeAsync_ptsz, (CUdeviceptr p, CUstream s), (p, s), p, 1)                                         \
+    X(cuMemUnmap, (CUdeviceptr p, size_t n), (p, n), p, n)                                                    \
+    X(cuIpcCloseMemHandle, (CUdeviceptr p), (p), p, 1)                                                        \
+    X(cuMemPoolDestroy, (CUmemoryPool h), (h), 0, kAll)                                                       \
+    X(cuCtxDestroy, (CUcontext c), (c), 0, kAll)                                                              \
+    X(cuCtxDestroy_v2, (CUcontext c), (c), 0, kAll)                                                           \
+    X(cuDevicePrimaryCtxRelease, (CUdevice d), (d), 0, kAll)                                                  \
+    X(cuDevicePrimaryCtxRelease_v2, (CUdevice d), (d), 0, kAll)                                               \
+    X(cuDevicePrimaryCtxReset, (CUdevice d), (d), 0, kAll)                                                    \
+    X(cuDevicePrimaryCtxReset_v2, (CUdevice d), (d), 0, kAll)                                                 \
+    X(cuModuleUnload, (CUmodule m), (m), 0, kAll)                                                             \
+    X(cuLibraryUnload, (CUlibrary l), (l), 0, kAll)                                                           \
+    X(cuGraphDestroy, (CUgraph g), (g), 0, kAll)                                                              \
+    X(cuGraphExecDestroy, (CUgraphExec g), (g), 0, kAll)
+
+// The names a caller passes to cuGetProcAddress for them (the driver picks the _v2/_ptsz variant).
+constexpr const char *kApiNames[] = {
+    "cuMemFree",       "cuMemFreeHost",          "cuMemHostUnregister",     "cuMemFreeAsync",
+    "cuMemUnmap",      "cuIpcCloseMemHandle",    "cuMemPoolDestroy",        "cuCtxDestroy",
+    "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset", "cuModuleUnload", "cuLibraryUnload",
+    "cuGraphDestroy",  "cuGraphExecDestroy",
+};
+
+#define GDX_HOOK_DEFINE(sym, params, args, base, len)                                                         \
+    using sym##_fn = CUresult(*) params;                                                                      \
+    sym##_fn g_orig_##sym = nullptr;                                                                          \
+    CUresult gdx_hook_##sym params {                                                                          \
+        drop(base, len);                                                                                      \
+        CUresult r = g_orig_##sym args;                                                                       \
+        drop(base, len);                                                                                      \
+        g_calls.fetch_add(1, std::memory_order_relaxed);                                                      \
+        return r;                                                                                             \
+    }
+GDX_FREE_HOOKS(GDX_HOOK_DEFINE)
+#undef GDX_HOOK_DEFINE
+
+struct Target {
+    const char *symbol;
+    void *hook;
+    void **orig;
+    void *addr = nullptr; // the exported entry point (nullptr: this driver does not have it)
+};
+
+std::vector<Target> targets() {
+    std::vector<Target> t;
+#define GDX_HOOK_TARGET(sym, params, args, base, len)                                                         \
+    t.push_back(Target{#sym, reinterpret_cast<void *>(&gdx_hook_##sym), reinterpret_cast<void **>(&g_orig_##sym)});
+    GDX_FREE_HOOKS(GDX_HOOK_TARGET)
+#undef GDX_HOOK_TARGET
+    return t;
+}
+
+// ucm_bistro_patch(func, hook, symbol, &orig, &restore_point) and ucm_bistro_restore(restore_point): UCX 1.11
+// and later (ucm/bistro/bistro.h). ucs_status_t is an int-sized enum, UCS_OK = 0.
+using BistroPatch = int (*)(void *, void *, const char *, void **, void **);
+using BistroRestore = int (*)(void *);
+
+// Every entry point cuGetProcAddress hands out for a hooked name, at the ABI versions runtimes ask for, must be
+// one we patch: otherwise calls through it would free memory unseen.
+bool covered(const cuda::DriverApi &api, const std::vector<Target> &ts, std::string *why) {
+    const int versions[] = {11030, 12000, CUDA_VERSION, api.driver_version};
+    for (const char *name : kApiNames) {
+        for (int v : versions) {
+            for (bool per_thread : {false, true}) {
+                void *fn = cuda::entry_point(api, name, v, per_thread);
+                if (fn == nullptr) continue;
+                bool ours = false;
+                for (const Target &t : ts) ours |= t.addr == fn;
+                if (!ours) {
+                    char buf[256];
+                    std::snprintf(buf, sizeof(buf),
+                                  "cuGetProcAddress(\"%s\", %d%s) hands out %p, not one of the exported entry points "
+                                  "gdx would patch: frees through it would go unseen",
+                                  name, v, per_thread ? ", per-thread stream" : "", fn);
+                    *why = buf;
+                    return false;
+                }
+            }
+        }
+    }
+    return true;
+}
+
+// A free through the driver's own entry points (the ones cuGetProcAddress handed to gdx) reaches the hooks.
+bool self_test(const cuda::DriverApi &api, std::string *why) {
+    cuda::DeviceScope scope(0);
+    if (!scope.ok()) {
+        *why = "self-test: no context on GPU 0: " + cuda::error_text(scope.status());
+        return false;
+    }
+    CUdeviceptr p = 0;
+    CUresult r = api.cuMemAlloc(&p, 4096);
+    if (r != CUDA_SUCCESS) {
+        *why = "self-test: cuMemAlloc(4096) failed: " + cuda::error_text(r);
+        return false;
+    }
+    uint64_t before = g_calls.load(std::memory_order_relaxed);
+    r = api.cuMemFree(p);
+    if (r != CUDA_SUCCESS) {
+        *why = "self-test: cuMemFree failed: " + cuda::error_text(r);
+        return false;
+    }
+    if (g_calls.load(std::memory_order_relaxed) == before) {
+        *why = "self-test: a cuMemFree through the driver's entry point did not reach the hook";
+        return false;
+    }
+    return true;
+}
+
+FreeHookState install() {
+    FreeHookState s;
+    const cuda::DriverApi *api = cuda::driver();
+    if (api == nullptr) {
+        s.why = cuda::why_unavailable();
+        return s;
+    }
+    // RTLD_NODELETE: the patched code jumps into trampolines libucm allocated; it must never be unloaded.
+    void *ucm = dlopen("libucm.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (ucm == nullptr) {
+        const char *e = dlerror();
+        s.why = std::string("UCX's libucm.so.0 is needed to patch the driver (dlopen: ") + (e ? e : "?") + ")";
+        return s;
+    }
+    auto patch = reinterpret_cast<BistroPatch>(dlsym(ucm, "ucm_bistro_patch"));
+    auto restore = reinterpret_cast<BistroRestore>(dlsym(ucm, "ucm_bistro_restore"));
+    if (patch == nullptr || restore == nullptr) {
+        s.why = "libucm.so.0 has no ucm_bistro_patch/ucm_bistro_restore (UCX older than 1.11?)";
+        return s;
+    }
+    std::vector<Target> ts = targets();
+    for (Target &t : ts)
+        t.addr = dlsym(api->lib, t.symbol);
+    if (!covered(*api, ts, &s.why)) return s;
+    std::vector<void *> restore_points;
+    auto undo = [&] {
+        for (void *rp : restore_points)
+            restore(rp);
+    };
+    for (Target &t : ts) {
+        if (t.addr == nullptr) continue; // this driver has no such entry point: nobody can call it
+        void *rp = nullptr;
+        int st = patch(t.addr, t.hook, t.symbol, t.orig, &rp);
+        if (st != 0 || *t.orig == nullptr) {
+            undo();
+            s.why = std::string("libucm could not patch ") + t.symbol + " (status " + std::to_string(st) +
+                    "; its code may start with instructions libucm cannot relocate)";
+            return s;
+        }
+        restore_points.push_back(rp);
+        ++s.patched;
+    }
+    if (!self_test(*api, &s.why)) {
+        undo();
+        s.patched = 0;
+        return s;
+    }
+    Dl_info info{};
+    const char *from = dladdr(reinterpret_cast<void *>(patch), &info) != 0 && info.dli_fname ? info.dli_fname : "libucm";
+    s.installed = true;
+    s.why = std::to_string(s.patched) + " driver entry points patched through " + from;
+    return s;
+}
+
+} // namespace
+
+const FreeHookState &install_free_hooks() {
+    static FreeHookState state;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        state = install();
+        if (state.installed)
+            GDX_INFO(kComp, "CUDA free hooks on: %s; cache hits need no driver call (pool memory excepted)",
+                     state.why.c_str());
+        else
+            GDX_INFO(kComp, "CUDA free hooks off (%s): every cache hit is validated by one driver query",
+                     state.why.c_str());
+    });
+    return state;
+}
+
+uint64_t free_hook_calls() { return g_calls.load(std::memory_order_relaxed); }
+
+#endif // GDX_HAVE_CUDA_H
+
+} // namespace gdx::mem
