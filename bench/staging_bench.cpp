@@ -2,9 +2,13 @@
 //
 //   staging_bench --mode null  [opts]   one process, two engines over the loop transport in "null" mode (puts move
 //                                       nothing), so the figure is the pipeline alone: D2H copies on the sender,
-//                                       H2D copies on the receiver, the engine's bookkeeping. Printed next to the
-//                                       raw copy rate (copy_GBps: D2H into pinned memory with the same fragment
-//                                       size and depth; memcpy for --mem host) and the ratio of the two.
+//                                       H2D copies on the receiver, the engine's bookkeeping. --stage picks which
+//                                       side stages: local (the sender copies its source into bounce buffers; the
+//                                       destination is reachable), remote (the receiver copies out of its bounce
+//                                       buffers), both (default). Printed next to the raw copy rate the staged
+//                                       side(s) face with the same fragment size and depth (copy_GBps: D2H for
+//                                       local, H2D for remote, D2H and H2D running at once for both: on one GPU
+//                                       they share its PCIe link; memcpy for --mem host) and the ratio of the two.
 //   staging_bench --mode tcp   [opts]   two processes (this one and an exec'd copy of itself, GPU --gpu -> GPU
 //                                       --peer-gpu), puts through the public C API over tcp loopback: what a user
 //                                       gets. After each size the peer checks every byte it received.
@@ -43,7 +47,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Opts {
-    std::string mode = "null", mem = "cuda";
+    std::string mode = "null", mem = "cuda", stage = "both";
     std::vector<uint64_t> sizes;
     uint64_t frag = 0; // 0: the configured default
     unsigned depth = 0, pool = 0, window = 4;
@@ -142,7 +146,7 @@ void header(const Opts &o, int argc, char **argv) {
     for (const cuda::DeviceInfo &d : cuda::list_devices())
         std::printf("# gpu %d: %s (%s)\n", d.ordinal, d.name.c_str(), d.pci_bus_id.c_str());
 #endif
-    std::printf("# mode=%s mem=%s window=%u seconds/point=%.1f\n", o.mode.c_str(), o.mem.c_str(), o.window, o.seconds);
+    std::printf("# mode=%s stage=%s mem=%s window=%u seconds/point=%.1f\n", o.mode.c_str(), o.stage.c_str(), o.mem.c_str(), o.window, o.seconds);
     std::printf("%-5s %-8s %10s %6s %5s %6s %7s %9s %9s %6s %11s  %s\n", "mode", "mem", "size", "frag", "depth",
                 "window", "iters", "GBps", "copy_GBps", "ratio", "wrong_bytes", "path");
     std::fflush(stdout);
@@ -177,35 +181,64 @@ uint64_t timed_loop(const Opts &o, double *secs, Submit submit, Progress progres
 
 // ---- null mode: the pipeline alone -------------------------------------------------------------------------------
 
-// D2H copies of `frag` bytes with `depth` in flight, as the copy engines run them for the staging pipeline.
-// For host memory the "copy engine" is memcpy on this thread.
-double d2h_rate(const Buffer &src, uint64_t bytes, uint64_t frag, unsigned depth) {
+// Copies of `frag` bytes with `depth` in flight per direction, as the copy engines run them for the staging
+// pipeline: D2H from `src` (to_host), H2D into `dst` (to_device), or both at once, each direction moving `bytes`.
+// Returns the rate of the slower direction. For host memory the "copy engine" is memcpy on this thread.
+double copy_rate(const Buffer &src, const Buffer &dst, uint64_t bytes, uint64_t frag, unsigned depth, bool to_host,
+                 bool to_device) {
     const mem::Ops &row = mem::ops(src.gpu < 0 ? mem::MemKind::Host : mem::MemKind::Cuda);
     void *pinned = nullptr;
-    if (row.host_alloc(frag * depth, src.gpu, &pinned) != GDX_OK) return 0;
-    std::vector<mem::CopyHandle> h(depth);
-    auto copy = [&](uint64_t total) {
-        std::vector<bool> busy(depth, false);
+    if (row.host_alloc(2 * frag * depth, src.gpu, &pinned) != GDX_OK) return 0;
+    struct Lane {
+        bool on;
+        mem::CopyDir dir;
+        const Buffer *user;
+        uint8_t *slots;
+        std::vector<mem::CopyHandle> h;
+        std::vector<bool> busy;
         uint64_t off = 0, done = 0;
-        while (done < total) {
-            for (unsigned d = 0; d < depth; ++d) {
-                if (busy[d] && row.copy_test(&h[d]) != GDX_INPROGRESS) busy[d] = false, done += frag;
-                if (busy[d] || off >= total) continue;
-                uint8_t *from = static_cast<uint8_t *>(src.p) + off % (src.n - frag + 1);
-                gdx_status_t st = row.copy_async(static_cast<uint8_t *>(pinned) + d * frag, from, frag, src.gpu,
-                                                 mem::CopyDir::ToHost, &h[d]);
-                busy[d] = st == GDX_INPROGRESS;
-                if (st == GDX_OK) done += frag;
-                if (st != GDX_OK && st != GDX_INPROGRESS) return false;
-                off += frag;
+        Clock::time_point end;
+    };
+    Lane lanes[2] = {{to_host, mem::CopyDir::ToHost, &src, static_cast<uint8_t *>(pinned), {}, {}},
+                     {to_device, mem::CopyDir::ToDevice, &dst, static_cast<uint8_t *>(pinned) + frag * depth, {}, {}}};
+    auto run = [&](uint64_t total) {
+        for (Lane &l : lanes) {
+            l.h.assign(depth, mem::CopyHandle{});
+            l.busy.assign(depth, false);
+            l.off = l.done = 0;
+        }
+        bool pending = true;
+        while (pending) {
+            pending = false;
+            for (Lane &l : lanes) {
+                if (!l.on || l.done >= total) continue;
+                pending = true;
+                for (unsigned d = 0; d < depth; ++d) {
+                    if (l.busy[d] && row.copy_test(&l.h[d]) != GDX_INPROGRESS) l.busy[d] = false, l.done += frag;
+                    if (l.busy[d] || l.off >= total) continue;
+                    uint8_t *user = static_cast<uint8_t *>(l.user->p) + l.off % (l.user->n - frag + 1);
+                    uint8_t *slot = l.slots + d * frag;
+                    bool down = l.dir == mem::CopyDir::ToHost;
+                    gdx_status_t st = row.copy_async(down ? slot : user, down ? user : slot, frag, l.user->gpu,
+                                                     l.dir, &l.h[d]);
+                    l.busy[d] = st == GDX_INPROGRESS;
+                    if (st == GDX_OK) l.done += frag;
+                    if (st != GDX_OK && st != GDX_INPROGRESS) return false;
+                    l.off += frag;
+                }
+                if (l.done >= total) l.end = Clock::now();
             }
         }
         return true;
     };
     double rate = 0;
-    if (copy(2 * frag * depth)) { // warm-up: first touch of the pinned pages, stream and event creation
+    if (run(2 * frag * depth)) { // warm-up: first touch of the pinned pages, stream and event creation
         auto t0 = Clock::now();
-        if (copy(bytes)) rate = bytes / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9;
+        if (run(bytes)) {
+            rate = 1e30;
+            for (const Lane &l : lanes)
+                if (l.on) rate = std::min(rate, bytes / std::chrono::duration<double>(l.end - t0).count() / 1e9);
+        }
     }
     row.host_free(pinned);
     return rate;
@@ -227,9 +260,11 @@ int run_null(const Opts &o) {
         return std::fprintf(stderr, "cannot allocate 2 x %s of %s memory\n", size_text(max).c_str(), o.mem.c_str()), 1;
     test::LoopOptions lo;
     lo.move_bytes = false;
-    // The transport reaches the bounce buffers but neither user buffer: every fragment is staged on both sides.
+    // The transport reaches the bounce buffers but not the user buffer(s) of the staged side(s): --stage both
+    // stages every fragment on both sides.
+    const bool stage_local = o.stage != "remote", stage_remote = o.stage != "local";
     auto inside = [](const Buffer &b, uintptr_t a) { return a >= uintptr_t(b.p) && a - uintptr_t(b.p) < b.n; };
-    lo.refuse = [&](uintptr_t a, size_t) { return inside(src, a) || inside(dst, a); };
+    lo.refuse = [&](uintptr_t a, size_t) { return (stage_local && inside(src, a)) || (stage_remote && inside(dst, a)); };
     lo.direct_types |= tp::type_bit(mem::MemType::CudaDevice) | tp::type_bit(mem::MemType::CudaManaged);
     auto fabric = test::make_loop_fabric();
     std::unique_ptr<tp::Interface> ia, ib;
@@ -263,8 +298,10 @@ int run_null(const Opts &o) {
             },
             [&](unsigned w) { return reqs[w].status != GDX_INPROGRESS; });
         double gbps = iters * size / secs / 1e9;
-        double d2h = d2h_rate(src, std::max<uint64_t>(size, 64 * frag), std::min(frag, size), p.depth);
-        std::printf("%-5s %-8s %10s %6s %5u %6u %7llu %9.2f %9.2f %6.3f %11s  %s\n", "null", o.mem.c_str(),
+        double d2h = copy_rate(src, dst, std::max<uint64_t>(size, 64 * frag), std::min(frag, size), p.depth,
+                               stage_local, stage_remote);
+        std::printf("%-5s %-8s %10s %6s %5u %6u %7llu %9.2f %9.2f %6.3f %11s  %s\n",
+                    (o.stage == "both" ? "null" : o.stage == "local" ? "nullL" : "nullR"), o.mem.c_str(),
                     size_text(size).c_str(), size_text(frag).c_str(), p.depth, o.window,
                     static_cast<unsigned long long>(iters), gbps, d2h, d2h > 0 ? gbps / d2h : 0.0, "n/a",
                     path.describe().c_str());
@@ -402,6 +439,7 @@ int main(int argc, char **argv) {
         if (a == "--mode") o.mode = next();
         else if (a == "--mem") o.mem = next();
         else if (a == "--sizes") sizes = next();
+        else if (a == "--stage") o.stage = next();
         else if (a == "--frag") o.frag = parse_size(next());
         else if (a == "--depth") o.depth = static_cast<unsigned>(std::atoi(next()));
         else if (a == "--pool") o.pool = static_cast<unsigned>(std::atoi(next()));
@@ -431,6 +469,8 @@ int main(int argc, char **argv) {
     }
     if (o.mem != "host" && o.peer_gpu >= cuda::driver()->device_count) o.peer_gpu = 0;
 #endif
+    if (o.stage != "both" && o.stage != "local" && o.stage != "remote")
+        return std::fprintf(stderr, "--stage %s: accepted are both, local, remote\n", o.stage.c_str()), 2;
     if (o.peer_port == 0) header(o, argc, argv);
     if (o.mode == "null") return run_null(o);
     if (o.mode == "tcp") return run_tcp(o, argc, argv);
