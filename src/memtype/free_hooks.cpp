@@ -162,7 +162,10 @@ FreeHookState install() {
         return s;
     }
     // RTLD_NODELETE: the patched code jumps into trampolines libucm allocated; it must never be unloaded.
-    void *ucm = dlopen("libucm.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    // RTLD_LAZY: libucm leaves two functions to libucs (ucs_load_modules, ucs_sys_is_dynamic_lib: module loading
+    // and mmap hooks), which the bistro code never calls. Binding them lazily lets a process without UCX load
+    // libucm alone, without libucs's global set-up (signal handlers, module loading); inside UCX it is loaded.
+    void *ucm = dlopen("libucm.so.0", RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE);
     if (ucm == nullptr) {
         const char *e = dlerror();
         s.why = std::string("UCX's libucm.so.0 is needed to patch the driver (dlopen: ") + (e ? e : "?") + ")";

@@ -112,7 +112,7 @@ gdx_status_t Detector::classify(const void *ptr, MemInfo *out) {
     return ops(MemKind::Host).query(ptr, out);
 }
 
-gdx_status_t Detector::detect_one(const void *ptr, MemInfo *out) {
+gdx_status_t Detector::detect_one_slow(const void *ptr, MemInfo *out) {
     if (ptr == nullptr || out == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "detect_one(%p): null %s", ptr, ptr ? "output" : "pointer");
     return classify(ptr, out);

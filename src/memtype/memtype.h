@@ -42,7 +42,11 @@ class Detector {
     static gdx_status_t create(const Config &cfg, std::unique_ptr<Detector> *out);
 
     // The allocation containing `ptr` (cache first). GDX_ERR_INVALID_PARAM for null; driver errors pass through.
-    gdx_status_t detect_one(const void *ptr, MemInfo *out);
+    // Inline for the common hit: the same allocation as this thread's last lookup (RangeCache::memo_hit).
+    gdx_status_t detect_one(const void *ptr, MemInfo *out) {
+        if (cache_ != nullptr && ptr != nullptr && out != nullptr && cache_->memo_hit(ptr, out)) return GDX_OK;
+        return detect_one_slow(ptr, out);
+    }
     // [ptr, ptr+len) cut into segments, one per allocation (and one per stretch of pageable host memory between
     // them), in address order, covering the range exactly. GDX_ERR_INVALID_PARAM for null, zero length or a
     // range that wraps around the address space. Memory freed before the call is classified as whatever the
@@ -54,6 +58,7 @@ class Detector {
     const DetectorOptions &options() const { return opts_; } // validation: the mode chosen (never Auto)
 
   private:
+    gdx_status_t detect_one_slow(const void *ptr, MemInfo *out);
     gdx_status_t classify(const void *ptr, MemInfo *out);
 
     DetectorOptions opts_;

@@ -22,22 +22,9 @@ std::vector<RangeCache *> &registry() {
     return *v;
 }
 
-// One entry per thread: the last hit, valid while its cache's epoch is unchanged (no entry removed since).
-// Repeated lookups inside one buffer (fragments of a message) skip the lock and the tree walk.
-// Also this thread's counter shard (one thread-local object, constant-initialized: no guard on access).
-struct Memo {
-    uint64_t cache_id = 0;
-    uint64_t epoch = 0;
-    uintptr_t base = 0, end = 0;
-    const Ops *owner = nullptr;
-    MemInfo info;
-    unsigned shard = ~0u;
-};
-thread_local Memo t_memo;
-
 unsigned counter_shard() {
     static std::atomic<unsigned> next{0};
-    unsigned &s = t_memo.shard;
+    unsigned &s = detail::t_range_memo.shard;
     if (s == ~0u) s = next.fetch_add(1, std::memory_order_relaxed);
     return s;
 }
@@ -82,7 +69,7 @@ bool RangeCache::lookup(const void *ptr, MemInfo *out, uint64_t *ticket) {
     const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
     // Before anything else: an invalidate() from here on makes the caller's insert() a no-op.
     *ticket = invalidations_.load(std::memory_order_acquire);
-    Memo &m = t_memo;
+    detail::RangeMemo &m = detail::t_range_memo;
     const uint64_t now = epoch_.load(std::memory_order_acquire);
     if (m.cache_id == id_ && m.epoch == now && p >= m.base && p < m.end) {
         if (!needs_check(m.info) || m.owner->revalidate(ptr, m.info) == GDX_OK) {
@@ -123,7 +110,7 @@ bool RangeCache::lookup(const void *ptr, MemInfo *out, uint64_t *ticket) {
 
 // The allocation we remembered is gone (freed, unmapped, or the address now belongs to another one).
 bool RangeCache::stale(const void *ptr, const MemInfo &seen) {
-    t_memo.cache_id = 0;
+    detail::t_range_memo.cache_id = 0;
     drop_stale(seen);
     Counters &c = counters();
     bump(c.stale);

@@ -37,6 +37,21 @@ struct RangeCacheStats {
     size_t entries = 0;
 };
 
+namespace detail {
+// One per thread: its last hit (cache id, epoch, entry), valid while that cache's epoch is unchanged (no entry
+// removed since), so repeated lookups inside one buffer (fragments of a message) skip the lock and the tree walk;
+// and its counter shard. Constant-initialized: no guard on access.
+struct RangeMemo {
+    uint64_t cache_id = 0;
+    uint64_t epoch = 0;
+    uintptr_t base = 0, end = 0;
+    const Ops *owner = nullptr;
+    MemInfo info;
+    unsigned shard = ~0u;
+};
+inline thread_local RangeMemo t_range_memo;
+} // namespace detail
+
 class RangeCache {
   public:
     RangeCache(size_t capacity, CacheValidation validation);
@@ -47,6 +62,18 @@ class RangeCache {
     // True and *out filled on a (validated) hit. *ticket always receives the token insert() wants: taken before
     // the caller queries the driver, so that an invalidate() during the query keeps that answer out.
     bool lookup(const void *ptr, MemInfo *out, uint64_t *ticket);
+    // The hit that needs nothing but this thread's memo (same allocation as its last hit, no entry removed since,
+    // no driver check due): inline, no lock, no call. False sends the caller to lookup().
+    bool memo_hit(const void *ptr, MemInfo *out) const {
+        const detail::RangeMemo &m = detail::t_range_memo;
+        const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+        if (m.cache_id != id_ || m.epoch != epoch_.load(std::memory_order_acquire) || p < m.base || p >= m.end ||
+            needs_check(m.info))
+            return false;
+        bump(shards_[m.shard % kCounterShards].hits); // the shard was taken when the memo was filled
+        *out = m.info;
+        return true;
+    }
     // Remembers `info`, answered by row `owner` (whose revalidate() checks later hits), unless it is not
     // cacheable or an invalidate() ran since `ticket`. Overlapping older entries are dropped.
     void insert(const MemInfo &info, const Ops *owner, uint64_t ticket);
