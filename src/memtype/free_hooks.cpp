@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <dlfcn.h>
 #include <mutex>
 #include <vector>
@@ -97,10 +98,28 @@ std::vector<Target> targets() {
     return t;
 }
 
-// ucm_bistro_patch(func, hook, symbol, &orig, &restore_point) and ucm_bistro_restore(restore_point): UCX 1.11
-// and later (ucm/bistro/bistro.h). ucs_status_t is an int-sized enum, UCS_OK = 0.
+// ucm_bistro_patch(func, hook, symbol, &orig, &restore_point), ucm_bistro_restore(restore_point) and
+// ucm_bistro_allocate_code(size): UCX 1.11 and later (ucm/bistro/bistro.h). ucs_status_t is an int-sized enum,
+// UCS_OK = 0.
 using BistroPatch = int (*)(void *, void *, const char *, void **, void **);
 using BistroRestore = int (*)(void *);
+using BistroAllocate = void *(*)(size_t);
+
+// Why a jump island: libucm patches a function with a 5-byte near jump when the hook lies within 2 GiB of it,
+// else with a 12-byte absolute one, and moves the instructions it overwrites into the trampoline that calls the
+// original. libcuda 580's cuMemFree_v2 starts push %rbp; mov %rsp,%rbp; push %r12; sub $8,%rsp: the first three
+// (6 bytes) relocate, the imm8 sub does not (UCX 1.13 and 1.16 alike, seen on the H100). gdx's hooks live in
+// whatever binary links gdx, often far from libcuda; libucm's code allocator maps its pool among the shared
+// libraries. So each hook gets an island there, one absolute indirect jump to it (jmp *0(%rip); .quad hook),
+// and libucm patches the driver with a near jump to the island.
+void *island(BistroAllocate allocate, void *hook) {
+    static constexpr uint8_t kJmpRipIndirect[] = {0xff, 0x25, 0x00, 0x00, 0x00, 0x00}; // jmp *0(%rip)
+    auto *code = static_cast<uint8_t *>(allocate(sizeof(kJmpRipIndirect) + sizeof(void *)));
+    if (code == nullptr) return nullptr;
+    std::memcpy(code, kJmpRipIndirect, sizeof(kJmpRipIndirect));
+    std::memcpy(code + sizeof(kJmpRipIndirect), &hook, sizeof(void *));
+    return code;
+}
 
 // Every entry point cuGetProcAddress hands out for a hooked name, at the ABI versions runtimes ask for, must be
 // one we patch: otherwise calls through it would free memory unseen.
@@ -173,8 +192,9 @@ FreeHookState install() {
     }
     auto patch = reinterpret_cast<BistroPatch>(dlsym(ucm, "ucm_bistro_patch"));
     auto restore = reinterpret_cast<BistroRestore>(dlsym(ucm, "ucm_bistro_restore"));
-    if (patch == nullptr || restore == nullptr) {
-        s.why = "libucm.so.0 has no ucm_bistro_patch/ucm_bistro_restore (UCX older than 1.11?)";
+    auto allocate = reinterpret_cast<BistroAllocate>(dlsym(ucm, "ucm_bistro_allocate_code"));
+    if (patch == nullptr || restore == nullptr || allocate == nullptr) {
+        s.why = "libucm.so.0 lacks ucm_bistro_patch/_restore/_allocate_code (UCX older than 1.11?)";
         return s;
     }
     std::vector<Target> ts = targets();
@@ -188,12 +208,27 @@ FreeHookState install() {
     };
     for (Target &t : ts) {
         if (t.addr == nullptr) continue; // this driver has no such entry point: nobody can call it
+        // An entry point that starts with endbr64 (CET's landing mark for indirect branches, otherwise a no-op)
+        // is patched right after it: callers still land on the mark, and libucm's relocator (UCX 1.13 does not
+        // know the instruction) copies only the ordinary prologue behind it into the trampoline.
+        static constexpr uint8_t kEndbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+        auto *code = static_cast<uint8_t *>(t.addr);
+        void *at = std::memcmp(code, kEndbr64, sizeof(kEndbr64)) == 0 ? code + sizeof(kEndbr64) : code;
+        void *jump = island(allocate, t.hook);
+        if (jump == nullptr) {
+            undo();
+            s.why = "libucm has no executable memory left for a jump island";
+            return s;
+        }
         void *rp = nullptr;
-        int st = patch(t.addr, t.hook, t.symbol, t.orig, &rp);
+        int st = patch(at, jump, t.symbol, t.orig, &rp);
         if (st != 0 || *t.orig == nullptr) {
             undo();
+            char bytes[3 * 16 + 1] = {};
+            for (int i = 0; i < 16; ++i)
+                std::snprintf(bytes + 3 * i, 4, " %02x", code[i]);
             s.why = std::string("libucm could not patch ") + t.symbol + " (status " + std::to_string(st) +
-                    "; its code may start with instructions libucm cannot relocate)";
+                    "; it begins" + bytes + ", which libucm's relocator does not handle)";
             return s;
         }
         restore_points.push_back(rp);
