@@ -181,6 +181,26 @@ static int uct_gdx_copy_iface_is_reachable(const uct_iface_h tl_iface, const uct
     return (peer.system_id == iface->addr.system_id) && (peer.pid == iface->addr.pid); /* this process only */
 }
 
+/* UCP's newer protocols (UCX_PROTO_ENABLE=y) price a copy through the memory-type transport and require it to be
+ * one-sided: no receive overhead (ucp/proto/proto_common.c asserts it). The base estimate reports the interface's
+ * overhead there; a copy here has no receiver, as with cuda_copy. */
+static ucs_status_t uct_gdx_copy_estimate_perf(uct_iface_h tl_iface, uct_perf_attr_t *perf_attr)
+{
+    ucs_status_t status = uct_base_iface_estimate_perf(tl_iface, perf_attr);
+
+    if ((status == UCS_OK) && (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_RECV_OVERHEAD)) {
+        perf_attr->recv_overhead = 0;
+    }
+    return status;
+}
+
+static uct_iface_internal_ops_t uct_gdx_copy_internal_ops = {
+    .iface_estimate_perf = uct_gdx_copy_estimate_perf,
+    .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
+    .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
+    .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported,
+};
+
 static UCS_CLASS_INIT_FUNC(uct_gdx_copy_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params, const uct_iface_config_t *tl_config)
 {
@@ -190,7 +210,7 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_copy_iface_t, uct_md_h md, uct_worker_h worke
         ucs_error(UCT_GDX_COPY_NAME " supports only UCT_IFACE_OPEN_MODE_DEVICE");
         return UCS_ERR_UNSUPPORTED;
     }
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_gdx_copy_iface_ops, &uct_base_iface_internal_ops, md,
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_gdx_copy_iface_ops, &uct_gdx_copy_internal_ops, md,
                               worker, params, tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(UCT_GDX_COPY_NAME));
     self->addr.system_id = ucs_get_system_id();
     self->addr.pid       = (uint32_t)getpid();
