@@ -5,6 +5,8 @@
 #include "core/error.h"
 #include "gdx/gdx.h"
 #include "memtype/cuda_driver.h"
+#include "memtype/free_hooks.h"
+#include "memtype/memtype.h"
 #include "info_sections.h"
 
 #include <cstdio>
@@ -62,6 +64,23 @@ void print_config_markdown() {
                     md_escape(gdx::config_type_name(d.type)).c_str(), std::string(d.default_value).c_str(),
                     md_escape(doc).c_str());
     }
+}
+
+// How memory-type cache hits are validated, and why (GDX_MEMTYPE_HOOKS; src/memtype/README.md).
+void print_memtype_cache(gdx::Context &ctx) {
+    gdx::mem::Detector *det = ctx.detector();
+    if (det == nullptr || det->cache() == nullptr) {
+        std::printf("#   memory-type cache: off (%s)\n", det != nullptr && det->gpu_enabled()
+                                                             ? "GDX_MEMTYPE_CACHE=no"
+                                                             : "no GPU: every pointer is host memory");
+        return;
+    }
+    const gdx::mem::FreeHookState &h = gdx::mem::install_free_hooks();
+    const bool trusted = det->options().validation == gdx::mem::CacheValidation::Events;
+    std::printf("#   memory-type cache: %zu entries; hits %s; CUDA free hooks %s (%s)\n", det->cache()->capacity(),
+                trusted ? "need no driver call (pool memory excepted)" : "validated by one driver query each",
+                h.installed ? "on" : "off", det->options().hooks == gdx::Ternary::No ? "GDX_MEMTYPE_HOOKS=no"
+                                                                                     : h.why.c_str());
 }
 
 void print_gpus() {
@@ -163,6 +182,7 @@ int main(int argc, char **argv) {
     if (config) print_config(ctx->config());
     if (devices) {
         print_gpus();
+        print_memtype_cache(*ctx);
         print_rdma_devices();
     }
     if (topo) gdx::tools::print_topology(*ctx);

@@ -225,6 +225,19 @@ TEST_P(ShmPair, BadKeysRefusedByTarget) {
 INSTANTIATE_TEST_SUITE_P(Paths, ShmPair, ::testing::Values(Mode::Cma, Mode::Ring, Mode::OnlyUs, Mode::OnlyPeer, Mode::CmaSmall),
                          [](const ::testing::TestParamInfo<Mode> &i) { return std::string(mode_name(i.param)); });
 
+// `buf` registered on `owner` for remote writes and its key unpacked by `user`: what a peer endpoint of `user`
+// needs to put into it.
+::testing::AssertionResult writable(tp::Interface &owner, tp::Interface &user, std::vector<uint8_t> &buf,
+                                    std::unique_ptr<tp::MemHandle> *mh, std::unique_ptr<tp::RemoteKey> *rk) {
+    if (owner.md().mem_reg(buf.data(), buf.size(), mem::MemInfo{}, tp::kAccessRemoteWrite, mh) != GDX_OK)
+        return ::testing::AssertionFailure() << "mem_reg: " << last_error();
+    std::vector<uint8_t> packed(owner.md().rkey_packed_size());
+    if ((*mh)->pack_rkey(packed) != GDX_OK) return ::testing::AssertionFailure() << "pack_rkey: " << last_error();
+    if (user.md().rkey_unpack(packed, rk) != GDX_OK)
+        return ::testing::AssertionFailure() << "rkey_unpack: " << last_error();
+    return ::testing::AssertionSuccess();
+}
+
 TEST(ShmLocal, BadArgumentsAndAddresses) {
     Opened tp;
     ASSERT_EQ(open_transport("shm", "memory", {}, &tp), GDX_OK);
@@ -273,11 +286,8 @@ TEST(ShmLocal, LoopbackInOneProcess) {
     std::vector<uint8_t> dst(1u << 20, 0), src(1u << 20);
     fill_pattern(src.data(), src.size(), 3);
     std::unique_ptr<tp::MemHandle> mh;
-    ASSERT_EQ(tp.iface->md().mem_reg(dst.data(), dst.size(), mem::MemInfo{}, tp::kAccessRemoteWrite, &mh), GDX_OK);
-    std::vector<uint8_t> packed(tp.iface->md().rkey_packed_size());
-    ASSERT_EQ(mh->pack_rkey(packed), GDX_OK);
     std::unique_ptr<tp::RemoteKey> rk;
-    ASSERT_EQ(tp.iface->md().rkey_unpack(packed, &rk), GDX_OK);
+    ASSERT_TRUE(writable(*tp.iface, *tp.iface, dst, &mh, &rk));
     for (size_t len : {size_t{10}, size_t{1u << 20}}) {
         gdx_status_t st = run_op(*tp.iface, [&](tp::Completion *c) {
             return a->put(src.data(), len, nullptr, reinterpret_cast<uintptr_t>(dst.data()), *rk, c);
@@ -342,11 +352,8 @@ TEST(ShmLocal, ReplacedPeerEndpointDoesNotBreakTheConnection) {
     std::vector<uint8_t> dst(4096, 0), src(4096);
     fill_pattern(src.data(), src.size(), 11);
     std::unique_ptr<tp::MemHandle> mh;
-    ASSERT_EQ(waiter.iface->md().mem_reg(dst.data(), dst.size(), mem::MemInfo{}, tp::kAccessRemoteWrite, &mh), GDX_OK);
-    std::vector<uint8_t> packed(waiter.iface->md().rkey_packed_size());
-    ASSERT_EQ(mh->pack_rkey(packed), GDX_OK);
     std::unique_ptr<tp::RemoteKey> rk;
-    ASSERT_EQ(dialer.iface->md().rkey_unpack(packed, &rk), GDX_OK);
+    ASSERT_TRUE(writable(*waiter.iface, *dialer.iface, dst, &mh, &rk));
     tp::Completion done;
     done.count = 1;
     gdx_status_t st = GDX_ERR_NO_RESOURCE;
