@@ -147,11 +147,18 @@ bool covered(const cuda::DriverApi &api, const std::vector<Target> &ts, std::str
     return true;
 }
 
-// A free through the driver's own entry points (the ones cuGetProcAddress handed to gdx) reaches the hooks.
+// A free through the driver's own entry points (the ones cuGetProcAddress handed to gdx) reaches the hooks. On the
+// device of the thread's current context if it has one (an application bound to GPU 3 gets no context on GPU 0
+// for this), else on GPU 0.
 bool self_test(const cuda::DriverApi &api, std::string *why) {
-    cuda::DeviceScope scope(0);
+    int device = 0;
+    CUcontext current = nullptr;
+    CUdevice dev = 0;
+    if (api.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != nullptr && api.cuCtxGetDevice(&dev) == CUDA_SUCCESS)
+        device = static_cast<int>(dev);
+    cuda::DeviceScope scope(device);
     if (!scope.ok()) {
-        *why = "self-test: no context on GPU 0: " + cuda::error_text(scope.status());
+        *why = "self-test: no context on GPU " + std::to_string(device) + ": " + cuda::error_text(scope.status());
         return false;
     }
     CUdeviceptr p = 0;
