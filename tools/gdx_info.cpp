@@ -75,12 +75,14 @@ void print_memtype_cache(gdx::Context &ctx) {
                                                              : "no GPU: every pointer is host memory");
         return;
     }
-    const gdx::mem::FreeHookState &h = gdx::mem::install_free_hooks();
+    // With GDX_MEMTYPE_HOOKS=no nothing may be patched, not even to report; otherwise the Detector has already
+    // tried, and install_free_hooks() only returns that outcome.
+    const bool hooks_off = det->options().hooks == gdx::Ternary::No;
+    const gdx::mem::FreeHookState *h = hooks_off ? nullptr : &gdx::mem::install_free_hooks();
     const bool trusted = det->options().validation == gdx::mem::CacheValidation::Events;
     std::printf("#   memory-type cache: %zu entries; hits %s; CUDA free hooks %s (%s)\n", det->cache()->capacity(),
                 trusted ? "need no driver call (pool memory excepted)" : "validated by one driver query each",
-                h.installed ? "on" : "off", det->options().hooks == gdx::Ternary::No ? "GDX_MEMTYPE_HOOKS=no"
-                                                                                     : h.why.c_str());
+                h != nullptr && h->installed ? "on" : "off", h != nullptr ? h->why.c_str() : "GDX_MEMTYPE_HOOKS=no");
 }
 
 void print_gpus() {

@@ -6,6 +6,7 @@
 #if GDX_HAVE_CUDA_H
 #include "memtype/cuda_driver.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
@@ -61,14 +62,6 @@ inline void drop(uintptr_t base, size_t len) { invalidate(reinterpret_cast<const
     X(cuGraphDestroy, (CUgraph g), (g), 0, kAll)                                                              \
     X(cuGraphExecDestroy, (CUgraphExec g), (g), 0, kAll)
 
-// The names a caller passes to cuGetProcAddress for them (the driver picks the _v2/_ptsz variant).
-constexpr const char *kApiNames[] = {
-    "cuMemFree",       "cuMemFreeHost",          "cuMemHostUnregister",     "cuMemFreeAsync",
-    "cuMemUnmap",      "cuIpcCloseMemHandle",    "cuMemPoolDestroy",        "cuCtxDestroy",
-    "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset", "cuModuleUnload", "cuLibraryUnload",
-    "cuGraphDestroy",  "cuGraphExecDestroy",
-};
-
 #define GDX_HOOK_DEFINE(sym, params, args, base, len)                                                         \
     using sym##_fn = CUresult(*) params;                                                                      \
     sym##_fn g_orig_##sym = nullptr;                                                                          \
@@ -121,11 +114,27 @@ void *island(BistroAllocate allocate, void *hook) {
     return code;
 }
 
+// The name a caller passes to cuGetProcAddress for an exported symbol: without the ABI suffix (_v2, _ptsz), which
+// the driver picks from the version and flags asked for.
+std::string api_name(const char *symbol) {
+    std::string n = symbol;
+    for (const char *suffix : {"_v2", "_ptsz"}) {
+        const size_t k = std::strlen(suffix);
+        if (n.size() > k && n.compare(n.size() - k, k, suffix) == 0) n.resize(n.size() - k);
+    }
+    return n;
+}
+
 // Every entry point cuGetProcAddress hands out for a hooked name, at the ABI versions runtimes ask for, must be
 // one we patch: otherwise calls through it would free memory unseen.
 bool covered(const cuda::DriverApi &api, const std::vector<Target> &ts, std::string *why) {
     const int versions[] = {11030, 12000, CUDA_VERSION, api.driver_version};
-    for (const char *name : kApiNames) {
+    std::vector<std::string> names;
+    for (const Target &t : ts)
+        if (std::string n = api_name(t.symbol); std::find(names.begin(), names.end(), n) == names.end())
+            names.push_back(std::move(n));
+    for (const std::string &n : names) {
+        const char *name = n.c_str();
         for (int v : versions) {
             for (bool per_thread : {false, true}) {
                 void *fn = cuda::entry_point(api, name, v, per_thread);
