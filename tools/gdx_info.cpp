@@ -66,17 +66,23 @@ void print_config_markdown() {
     }
 }
 
-// How memory-type cache hits are validated, and why (GDX_MEMTYPE_HOOKS; src/memtype/README.md).
-void print_memtype_cache(gdx::Context &ctx) {
-    gdx::mem::Detector *det = ctx.detector();
-    if (det == nullptr || det->cache() == nullptr) {
-        std::printf("#   memory-type cache: off (%s)\n", det != nullptr && det->gpu_enabled()
-                                                             ? "GDX_MEMTYPE_CACHE=no"
-                                                             : "no GPU: every pointer is host memory");
+// How memory-type cache hits are validated, and why (GDX_MEMTYPE_CACHE, GDX_MEMTYPE_HOOKS; src/memtype/README.md):
+// a Detector made from this configuration, as a context makes one when its transports open.
+void print_memtype_cache(const gdx::Config &cfg) {
+    std::unique_ptr<gdx::mem::Detector> det;
+    if (gdx::mem::Detector::create(cfg, &det) != GDX_OK) {
+        std::printf("#   memory-type cache: %s\n", gdx::last_error().c_str());
         return;
     }
-    // With GDX_MEMTYPE_HOOKS=no nothing may be patched, not even to report; otherwise the Detector has already
-    // tried, and install_free_hooks() only returns that outcome.
+    if (!det->gpu_enabled()) {
+        std::printf("#   memory-type cache: none (no GPU: every pointer is host memory)\n");
+        return;
+    }
+    if (det->cache() == nullptr) {
+        std::printf("#   memory-type cache: off (GDX_MEMTYPE_CACHE=no): every lookup asks the driver\n");
+        return;
+    }
+    // With GDX_MEMTYPE_HOOKS=no nothing was patched; otherwise the Detector has tried, and this returns the outcome.
     const bool hooks_off = det->options().hooks == gdx::Ternary::No;
     const gdx::mem::FreeHookState *h = hooks_off ? nullptr : &gdx::mem::install_free_hooks();
     const bool trusted = det->options().validation == gdx::mem::CacheValidation::Events;
@@ -184,7 +190,7 @@ int main(int argc, char **argv) {
     if (config) print_config(ctx->config());
     if (devices) {
         print_gpus();
-        print_memtype_cache(*ctx);
+        print_memtype_cache(ctx->config());
         print_rdma_devices();
     }
     if (topo) gdx::tools::print_topology(*ctx);
