@@ -36,7 +36,7 @@ gdx_status_t secure_random_u64(uint64_t *out) {
 }
 
 gdx_status_t RkeyTable::add(uintptr_t base, size_t length, unsigned access, uint64_t *key_id) {
-    std::lock_guard<std::mutex> g(mutex_);
+    std::unique_lock<std::shared_mutex> g(mutex_);
     // A collision among live 64-bit random ids is astronomically unlikely; the loop makes it impossible.
     for (int attempt = 0; attempt < 8; ++attempt) {
         uint64_t id = 0;
@@ -55,12 +55,12 @@ gdx_status_t RkeyTable::add(uintptr_t base, size_t length, unsigned access, uint
 }
 
 void RkeyTable::revoke(uint64_t key_id) {
-    std::lock_guard<std::mutex> g(mutex_);
+    std::unique_lock<std::shared_mutex> g(mutex_);
     records_.erase(key_id);
 }
 
 size_t RkeyTable::size() const {
-    std::lock_guard<std::mutex> g(mutex_);
+    std::shared_lock<std::shared_mutex> g(mutex_);
     return records_.size();
 }
 

@@ -6,9 +6,11 @@
 // against its own record; the base and length inside a packed key are never trusted. Deregistration
 // (revoke) removes the record, after which the id opens nothing.
 //
-// Thread safety: every member takes the table's mutex. A Pin holds it while bytes move into or out of a
+// Thread safety: every member takes the table's lock. A Pin holds it shared while bytes move into or out of a
 // checked range, so a registration revoked from another thread cannot disappear under a copy in progress:
-// revoke() waits for the Pin (which covers a single non-blocking socket call, so the wait is short).
+// revoke() takes it exclusively and waits for the Pins (each covers a single non-blocking socket call or one
+// bounded copy, so the wait is short). Pins are shared so the helper threads of tcp's lanes can write into
+// registered memory at the same time.
 #pragma once
 
 #include "gdx/status.h"
@@ -16,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 
@@ -40,10 +43,10 @@ class RkeyTable {
 
     class Pin {
       public:
-        explicit Pin(std::mutex &m) : lock_(m) {}
+        explicit Pin(std::shared_mutex &m) : lock_(m) {}
 
       private:
-        std::unique_lock<std::mutex> lock_;
+        std::shared_lock<std::shared_mutex> lock_;
     };
     Pin pin() const { return Pin(mutex_); }
 
@@ -54,7 +57,7 @@ class RkeyTable {
                        std::string *why) const;
 
   private:
-    mutable std::mutex mutex_;
+    mutable std::shared_mutex mutex_;
     std::unordered_map<uint64_t, Record> records_;
 };
 

@@ -40,7 +40,8 @@ const char *transport_id_name(uint8_t id) {
 
 const char *msg_type_name(uint8_t type) {
     static const char *const names[] = {"?",   "HELLO",     "HELLO_ACK", "PUT",   "PUT_ACK",
-                                        "GET_REQ", "GET_REPLY", "AM",       "FLUSH", "FLUSH_ACK"};
+                                        "GET_REQ", "GET_REPLY", "AM",       "FLUSH", "FLUSH_ACK",
+                                        "FENCE", "LANE_HELLO"};
     return type >= 1 && type <= kMaxMsgType ? names[type] : "unknown";
 }
 
@@ -82,6 +83,7 @@ gdx_status_t decode_header(std::span<const uint8_t> in, const Limits &limits, Fr
     switch (h.type) {
     case MsgType::Hello:
     case MsgType::HelloAck:
+    case MsgType::LaneHello:
         if (h.length != kHelloBodySize)
             return bad(why, "%s body of %" PRIu64 " bytes (expected %zu)", name, h.length, kHelloBodySize);
         if (h.op_id == 0 || h.key_id == 0 || h.addr == 0)
@@ -119,6 +121,11 @@ gdx_status_t decode_header(std::span<const uint8_t> in, const Limits &limits, Fr
         if (h.length > limits.max_am)
             return bad(why, "AM of %" PRIu64 " bytes exceeds the limit of %" PRIu64, h.length, limits.max_am);
         break;
+    case MsgType::Fence:
+        if (h.op_id != 0 || h.key_id != 0 || h.addr != 0) return bad(why, "FENCE with non-zero op, key or address field");
+        if (h.length == 0 || h.length % 8 != 0 || h.length > 8u * kMaxLanes)
+            return bad(why, "FENCE body of %" PRIu64 " bytes (8 per lane, 1..%u lanes)", h.length, kMaxLanes);
+        break;
     }
     *out = h;
     return GDX_OK;
@@ -126,7 +133,8 @@ gdx_status_t decode_header(std::span<const uint8_t> in, const Limits &limits, Fr
 
 void encode_hello_body(const HelloBody &b, uint8_t out[kHelloBodySize]) {
     store_le32(out, b.max_requests);
-    store_le32(out + 4, 0);
+    store_le16(out + 4, b.lanes);
+    store_le16(out + 6, 0);
 }
 
 gdx_status_t decode_hello_body(std::span<const uint8_t> in, HelloBody *out, std::string *why) {
@@ -134,8 +142,11 @@ gdx_status_t decode_hello_body(std::span<const uint8_t> in, HelloBody *out, std:
     uint32_t max_requests = load_le32(in.data());
     if (max_requests == 0 || max_requests > kMaxRequestsLimit)
         return bad(why, "HELLO announces %u outstanding requests (must be 1..%u)", max_requests, kMaxRequestsLimit);
-    if (load_le32(in.data() + 4) != 0) return bad(why, "HELLO body reserved field is not zero");
+    uint16_t lanes = load_le16(in.data() + 4);
+    if (lanes > kMaxLanes) return bad(why, "HELLO names %u lanes (at most %u)", lanes, kMaxLanes);
+    if (load_le16(in.data() + 6) != 0) return bad(why, "HELLO body reserved field is not zero");
     out->max_requests = max_requests;
+    out->lanes = lanes;
     return GDX_OK;
 }
 

@@ -20,7 +20,14 @@
 //   32   8   length   bytes that follow this header in the stream (PUT, GET_REPLY, AM, HELLO*); GET_REQ:
 //                     the bytes requested (nothing follows)
 // Messages: HELLO/HELLO_ACK (connection set-up, 8-byte body: HelloBody), PUT + payload -> PUT_ACK,
-// GET_REQ -> GET_REPLY + payload, AM + payload, FLUSH -> FLUSH_ACK.
+// GET_REQ -> GET_REPLY + payload, AM + payload, FLUSH -> FLUSH_ACK, FENCE + per-lane counts.
+//
+// Lanes (tcp): an endpoint may open extra connections that carry stripes of large puts. A lane starts with
+// LANE_HELLO (the ids as in HELLO; body: HelloBody with `lanes` = this lane's index) and then carries only
+// PUT -> PUT_ACK. On a lane, PUT's op_id is 1 + the number of requests the target's main connection must have
+// performed before this stripe (what a fence before it ordered); PUT_ACK echoes it, and acks come in order.
+// FENCE on the main connection carries, per lane, how many stripes the sender had put on it: the target
+// performs nothing after the FENCE until those stripes have landed.
 #pragma once
 
 #include "gdx/status.h"
@@ -86,8 +93,11 @@ enum class MsgType : uint8_t {
     Am = 7,        // + `length` bytes for handler `key_id`
     Flush = 8,     // answered once every earlier message has been performed
     FlushAck = 9,
+    Fence = 10,    // + 8 bytes per lane: stripes sent on it so far; later messages wait until they landed
+    LaneHello = 11, // first message of a lane connection (8-byte body: HelloBody, lanes = lane index)
 };
-inline constexpr uint8_t kMaxMsgType = 9;
+inline constexpr uint8_t kMaxMsgType = 11;
+inline constexpr unsigned kMaxLanes = 32; // lanes per endpoint (GDX_TCP_LANES upper bound; a FENCE fits 256 bytes)
 const char *msg_type_name(uint8_t type); // "PUT", ... or "unknown"
 
 struct FrameHeader {
@@ -119,14 +129,17 @@ inline bool is_reply(MsgType t) {
 }
 
 // ---- HELLO body -----------------------------------------------------------------------------------------
-// 8 bytes after a HELLO or HELLO_ACK header:
+// 8 bytes after a HELLO, HELLO_ACK or LANE_HELLO header:
 //   0  4  max_requests  requests the sender may have outstanding at once (the receiver sizes its reply queue
 //                       to it; a peer that exceeds it is cut off)
-//   4  4  reserved      0
+//   4  2  lanes         HELLO: lanes the sender offers; HELLO_ACK: lanes both will use (at most the offer);
+//                       LANE_HELLO: the index of this lane. At most kMaxLanes (an index: below it).
+//   6  2  reserved      0
 inline constexpr size_t kHelloBodySize = 8;
 inline constexpr uint32_t kMaxRequestsLimit = 65536;
 struct HelloBody {
     uint32_t max_requests = 0;
+    uint16_t lanes = 0;
 };
 void encode_hello_body(const HelloBody &b, uint8_t out[kHelloBodySize]);
 gdx_status_t decode_hello_body(std::span<const uint8_t> in, HelloBody *out, std::string *why);

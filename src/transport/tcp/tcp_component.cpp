@@ -95,6 +95,17 @@ gdx_status_t check_config(const Config &cfg) {
     if (cfg.duration(ConfigId::CONN_TIMEOUT).count() <= 0)
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_CONN_TIMEOUT=%s: must be positive (or inf)",
                         cfg.text(ConfigId::CONN_TIMEOUT).c_str());
+    if (cfg.uint(ConfigId::TCP_LANES) > wire::kMaxLanes)
+        return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_LANES=%s: must be 0..%u",
+                        cfg.text(ConfigId::TCP_LANES).c_str(), wire::kMaxLanes);
+    uint64_t threads = cfg.uint(ConfigId::TCP_LANE_THREADS);
+    if (threads == 0 || threads > 64)
+        return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_LANE_THREADS=%s: must be 1..64",
+                        cfg.text(ConfigId::TCP_LANE_THREADS).c_str());
+    uint64_t stripe = cfg.size(ConfigId::TCP_STRIPE_MIN);
+    if (stripe < 4096 || stripe > (uint64_t{1} << 30))
+        return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_STRIPE_MIN=%s: must be 4K..1G",
+                        cfg.text(ConfigId::TCP_STRIPE_MIN).c_str());
     if (cfg.size(ConfigId::TCP_SOCKBUF) > INT_MAX / 2)
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_SOCKBUF=%s: at most 1G",
                         cfg.text(ConfigId::TCP_SOCKBUF).c_str());

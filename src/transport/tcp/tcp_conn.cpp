@@ -42,19 +42,19 @@ Conn::~Conn() {
     sock_.close(ec);
 }
 
-gdx_status_t Conn::set_socket_options() {
-    auto opt = [this](int level, int name, int value, const char *what) {
-        if (setsockopt(fd_, level, name, &value, sizeof(value)) != 0)
+gdx_status_t configure_socket(const TcpIface &iface, int fd, const std::string &peer) {
+    auto opt = [&](int level, int name, int value, const char *what) {
+        if (setsockopt(fd, level, name, &value, sizeof(value)) != 0)
             return fail_errno(GDX_ERR_IO, errno, "tcp", "setsockopt(%s=%d) on the connection to %s", what, value,
-                              peer_name_.c_str());
+                              peer.c_str());
         return GDX_OK;
     };
     gdx_status_t st = opt(IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY"); // small messages and acks go out at once
-    if (st == GDX_OK && iface_->sockbuf() > 0) {
-        st = opt(SOL_SOCKET, SO_SNDBUF, iface_->sockbuf(), "SO_SNDBUF");
-        if (st == GDX_OK) st = opt(SOL_SOCKET, SO_RCVBUF, iface_->sockbuf(), "SO_RCVBUF");
+    if (st == GDX_OK && iface.sockbuf() > 0) {
+        st = opt(SOL_SOCKET, SO_SNDBUF, iface.sockbuf(), "SO_SNDBUF");
+        if (st == GDX_OK) st = opt(SOL_SOCKET, SO_RCVBUF, iface.sockbuf(), "SO_RCVBUF");
     }
-    Clock::duration t = iface_->peer_timeout();
+    Clock::duration t = iface.peer_timeout();
     if (st == GDX_OK && t != Clock::duration::max()) {
         // Unacknowledged data older than the peer timeout kills the connection in the kernel (ETIMEDOUT), and
         // keepalive probes find a dead or unreachable peer while the connection is idle: a silent peer is
@@ -103,7 +103,7 @@ void Conn::on_connected(const boost::system::error_code &ec) {
         close(status_of(ec), "connect to " + peer_name_ + " failed: " + ec.message());
         return;
     }
-    if (set_socket_options() != GDX_OK) {
+    if (configure_socket(*iface_, fd_, peer_name_) != GDX_OK) {
         close(GDX_ERR_IO, "could not configure the socket (see the line above)");
         return;
     }
@@ -116,7 +116,7 @@ void Conn::on_connected(const boost::system::error_code &ec) {
     h.length = wire::kHelloBodySize;
     TxDesc *d = ctl_push();
     wire::encode_header(h, d->head);
-    wire::encode_hello_body({iface_->tx_depth()}, d->head + wire::kHeaderSize);
+    wire::encode_hello_body({iface_->tx_depth(), static_cast<uint16_t>(iface_->lanes())}, d->head + wire::kHeaderSize);
     d->head_len = wire::kHeaderSize + wire::kHelloBodySize;
     state_ = State::AwaitHelloAck;
     last_activity_ = Clock::now();
@@ -132,7 +132,7 @@ gdx_status_t Conn::start_passive(asio::ip::tcp::socket sock) {
     peer_name_ = ec ? std::string("?") : endpoint_text(remote);
     sock_.non_blocking(true, ec);
     if (ec) return GDX_FAIL(GDX_ERR_IO, "tcp", "accepted socket from %s: %s", peer_name_.c_str(), ec.message().c_str());
-    gdx_status_t st = set_socket_options();
+    gdx_status_t st = configure_socket(*iface_, fd_, peer_name_);
     if (st != GDX_OK) return st;
     state_ = State::AwaitHello;
     connect_deadline_ = add_sat(Clock::now(), iface_->conn_timeout());
@@ -147,6 +147,7 @@ void Conn::claim(TcpEndpoint *ep) {
     ep_ = ep;
     ep->attach(shared_from_this());
     ctl_ring_.reset(static_cast<size_t>(peer_max_requests_) + 2);
+    lanes_agreed_ = static_cast<uint16_t>(std::min<unsigned>(iface_->lanes(), hello_lanes_));
     wire::FrameHeader h;
     h.type = wire::MsgType::HelloAck;
     h.op_id = iface_->id();
@@ -155,7 +156,7 @@ void Conn::claim(TcpEndpoint *ep) {
     h.length = wire::kHelloBodySize;
     TxDesc *d = ctl_push();
     wire::encode_header(h, d->head);
-    wire::encode_hello_body({iface_->tx_depth()}, d->head + wire::kHeaderSize);
+    wire::encode_hello_body({iface_->tx_depth(), lanes_agreed_}, d->head + wire::kHeaderSize);
     d->head_len = wire::kHeaderSize + wire::kHelloBodySize;
     go_up();
     stopped_reading_ = false;
@@ -168,14 +169,14 @@ void Conn::go_up() {
     state_ = State::Up;
     connect_deadline_ = Clock::time_point::max();
     last_activity_ = Clock::now();
-    GDX_DEBUG("tcp", "connection %s %s is up (peer allows %u requests in flight)", active_ ? "to" : "from",
-              peer_name_.c_str(), peer_max_requests_);
+    GDX_DEBUG("tcp", "connection %s %s is up (peer allows %u requests in flight; %u lanes)", active_ ? "to" : "from",
+              peer_name_.c_str(), peer_max_requests_, lanes_agreed_);
     if (ep_ != nullptr) ep_->on_up();
 }
 
 void Conn::update_watch() {
     if (fd_ < 0 || state_ == State::Closed) return;
-    bool want_read = !stopped_reading_ && state_ != State::Connecting;
+    bool want_read = !stopped_reading_ && !fence_held_ && state_ != State::Connecting;
     bool want_write = state_ == State::Connecting || !ctl_ring_.empty() || !req_ring_.empty();
     unsigned mask = (want_read ? 1u : 0u) | (want_write ? 2u : 0u);
     if (mask == watched_) return;
@@ -184,7 +185,42 @@ void Conn::update_watch() {
 }
 
 bool Conn::busy() const {
-    return !req_ring_.empty() || !ctl_ring_.empty() || free_slots_.size() != slots_.size();
+    return !req_ring_.empty() || !ctl_ring_.empty() || free_slots_.size() != slots_.size() || fence_held_;
+}
+
+void Conn::performed_one() {
+    ++performed_;
+    if (ep_ != nullptr) ep_->on_main_performed(performed_);
+}
+
+bool Conn::fence_satisfied() const {
+    return ep_ != nullptr && ep_->lanes_landed(fence_buf_, static_cast<unsigned>(rx_cur_.length / 8));
+}
+
+void Conn::fence_recheck() {
+    if (!fence_held_ || state_ == State::Closed) return;
+    last_activity_ = Clock::now(); // the lanes move: the peer is not silent
+    if (!fence_satisfied()) return;
+    fence_held_ = false;
+    performed_one();
+    update_watch();
+    on_readable();
+}
+
+int Conn::hand_over_socket() {
+    auto keep = shared_from_this();
+    if (fd_ >= 0 && watched_ != kNotWatched) iface_->unwatch(fd_);
+    watched_ = kNotWatched;
+    boost::system::error_code ec;
+    int fd = sock_.release(ec); // cancels the pending wait (its handler sees operation_aborted)
+    if (ec) {
+        close(GDX_ERR_IO, "handing the socket to its lane: " + ec.message());
+        return -1;
+    }
+    fd_ = -1;
+    state_ = State::Closed;
+    iface_->conn_closed(this);
+    return fd;
 }
 
 void Conn::became_busy() {
@@ -253,11 +289,12 @@ Clock::time_point Conn::check_deadlines(Clock::time_point now) {
     if (!busy() || iface_->peer_timeout() == Clock::duration::max()) return Clock::time_point::max();
     Clock::time_point deadline = add_sat(last_activity_, iface_->peer_timeout());
     if (now < deadline) return deadline;
-    char buf[200];
+    char buf[240];
     std::snprintf(buf, sizeof(buf),
-                  "peer silent for %s (GDX_PEER_TIMEOUT) with %zu operations outstanding and %zu messages unsent",
+                  "peer silent for %s (GDX_PEER_TIMEOUT) with %zu operations outstanding and %zu messages unsent%s",
                   format_duration(iface_->peer_timeout()).c_str(), slots_.size() - free_slots_.size(),
-                  req_ring_.size() + ctl_ring_.size());
+                  req_ring_.size() + ctl_ring_.size(),
+                  fence_held_ ? "; a FENCE waited that long for stripes its lanes never delivered" : "");
     close(GDX_ERR_TIMEOUT, buf);
     return Clock::time_point::max();
 }

@@ -15,18 +15,10 @@
 
 namespace gdx::tp::tcp {
 
-namespace {
-gdx_status_t status_of_errno(int err) {
-    if (err == ETIMEDOUT) return GDX_ERR_TIMEOUT;
-    if (err == EHOSTUNREACH || err == ENETUNREACH) return GDX_ERR_UNREACHABLE;
-    return GDX_ERR_CONNECTION_RESET;
-}
-} // namespace
-
 void Conn::protocol_error(const std::string &why) { close(GDX_ERR_PROTOCOL, why); }
 
 void Conn::wait_readable() {
-    if (read_waiting_ || stopped_reading_ || state_ == State::Closed) return;
+    if (read_waiting_ || stopped_reading_ || fence_held_ || state_ == State::Closed) return;
     read_waiting_ = true;
     auto self = shared_from_this();
     sock_.async_wait(asio::ip::tcp::socket::wait_read, [self](const boost::system::error_code &ec) {
@@ -68,7 +60,7 @@ ssize_t Conn::recv_some(uint8_t *dst, size_t len) {
 void Conn::on_readable() {
     auto keep = shared_from_this(); // an AM handler or a close below may drop the other references
     size_t budget = kReadBudget;
-    while (state_ != State::Closed && !stopped_reading_) {
+    while (state_ != State::Closed && !stopped_reading_ && !fence_held_) {
         if (budget == 0) { // let other connections and the user run; continue at the next progress()
             iface_->read_later(this);
             return;
@@ -116,6 +108,7 @@ void Conn::on_readable() {
         }
         case Rx::GetPayload:
         case Rx::AmPayload:
+        case Rx::FencePayload:
             n = recv_some(rx_dst_, std::min<uint64_t>(rx_left_, budget));
             break;
         }
@@ -142,8 +135,8 @@ bool Conn::on_header() {
     }
     rx_cur_ = h;
     const char *name = wire::msg_type_name(static_cast<uint8_t>(h.type));
-    if (h.type == wire::MsgType::Hello || h.type == wire::MsgType::HelloAck) {
-        bool expected = (h.type == wire::MsgType::Hello && state_ == State::AwaitHello) ||
+    if (h.type == wire::MsgType::Hello || h.type == wire::MsgType::HelloAck || h.type == wire::MsgType::LaneHello) {
+        bool expected = (h.type != wire::MsgType::HelloAck && state_ == State::AwaitHello) ||
                         (h.type == wire::MsgType::HelloAck && state_ == State::AwaitHelloAck);
         if (!expected) {
             protocol_error(std::string("unexpected ") + name + " on an established or outgoing connection");
@@ -158,6 +151,12 @@ bool Conn::on_header() {
     }
     if (wire::is_reply(h.type)) return on_reply_header(h);
 
+    if (h.type == wire::MsgType::Fence) { // not a request: it takes no reply slot
+        rx_ = Rx::FencePayload;
+        rx_dst_ = fence_buf_;
+        rx_left_ = h.length; // 8..8*kMaxLanes (decode_header)
+        return true;
+    }
     if (h.type != wire::MsgType::Am && ++peer_requests_ > peer_max_requests_) {
         protocol_error("peer has more than the " + std::to_string(peer_max_requests_) +
                        " requests in flight it announced in HELLO");
@@ -199,10 +198,12 @@ bool Conn::on_header() {
         } else {
             queue_reply(wire::MsgType::GetReply, h.op_id, GDX_OK, ptr, h.length, h.length > 0 ? h.key_id : 0);
         }
+        performed_one();
         return state_ != State::Closed;
     }
     case wire::MsgType::Flush:
         queue_reply(wire::MsgType::FlushAck, h.op_id, GDX_OK, nullptr, 0, 0);
+        performed_one();
         return state_ != State::Closed;
     case wire::MsgType::Am:
         if (am_buf_.size() < h.length) am_buf_.resize(h.length); // bounded by limits().max_am
@@ -271,9 +272,11 @@ bool Conn::on_payload_done() {
     switch (was) {
     case Rx::PutPayload:
         queue_reply(wire::MsgType::PutAck, rx_cur_.op_id, GDX_OK, nullptr, 0, 0);
+        performed_one();
         break;
     case Rx::Discard:
         queue_reply(wire::MsgType::PutAck, rx_cur_.op_id, rx_status_, nullptr, 0, 0);
+        performed_one();
         break;
     case Rx::GetPayload:
         iface_->complete_later(slots_[rx_slot_].comp, GDX_OK);
@@ -284,6 +287,21 @@ bool Conn::on_payload_done() {
         // The handler may send (even reply at once); the receive state is already back at Header.
         if (ep_ != nullptr)
             iface_->deliver_am(ep_, static_cast<uint8_t>(rx_cur_.key_id), am_buf_.data(), rx_cur_.length);
+        if (state_ != State::Closed) performed_one();
+        break;
+    case Rx::FencePayload:
+        if (rx_cur_.length / 8 > lanes_agreed_) {
+            protocol_error("FENCE lists " + std::to_string(rx_cur_.length / 8) + " lanes; " +
+                           std::to_string(lanes_agreed_) + " were agreed");
+            return false;
+        }
+        if (fence_satisfied()) {
+            performed_one();
+        } else { // read nothing more until the lanes have landed what the FENCE lists (fence_recheck)
+            fence_held_ = true;
+            update_watch();
+            return false;
+        }
         break;
     default:
         break;
@@ -300,6 +318,15 @@ bool Conn::on_hello_body() {
         return false;
     }
     peer_max_requests_ = body.max_requests;
+    hello_lanes_ = body.lanes;
+    if (rx_cur_.type == wire::MsgType::LaneHello) { // the endpoint it names takes the socket over
+        hello_ = rx_cur_;
+        state_ = State::Unclaimed;
+        stopped_reading_ = true;
+        update_watch();
+        iface_->lane_hello_received(shared_from_this());
+        return false;
+    }
     if (rx_cur_.type == wire::MsgType::Hello) {
         // Passive side: hand the connection to the endpoint HELLO names; nothing more is read until that
         // endpoint claims it (the peer sends nothing else before HELLO_ACK).
@@ -319,6 +346,12 @@ bool Conn::on_hello_body() {
         protocol_error("HELLO_ACK before HELLO was sent");
         return false;
     }
+    if (body.lanes > iface_->lanes()) {
+        protocol_error("HELLO_ACK agrees on " + std::to_string(body.lanes) + " lanes; " +
+                       std::to_string(iface_->lanes()) + " were offered");
+        return false;
+    }
+    lanes_agreed_ = body.lanes;
     ctl_ring_.reset(static_cast<size_t>(peer_max_requests_) + 2);
     go_up();
     return state_ != State::Closed;

@@ -14,12 +14,6 @@ namespace gdx::tp::tcp {
 
 namespace {
 constexpr size_t kMaxIov = 64;
-
-gdx_status_t status_of_errno(int err) {
-    if (err == ETIMEDOUT) return GDX_ERR_TIMEOUT; // TCP_USER_TIMEOUT or keepalive gave up
-    if (err == EHOSTUNREACH || err == ENETUNREACH) return GDX_ERR_UNREACHABLE;
-    return GDX_ERR_CONNECTION_RESET;
-}
 } // namespace
 
 gdx_status_t Conn::alloc_slot(wire::MsgType type, uint32_t *index) {
@@ -66,6 +60,7 @@ gdx_status_t Conn::post_put(const uint8_t *buf, size_t len, uint64_t key_id, uin
     d.head_len = wire::kHeaderSize;
     d.payload = buf; // sent from the user's buffer: no copy
     d.payload_len = len;
+    ++posted_;
     flush_tx();
     return GDX_INPROGRESS;
 }
@@ -85,6 +80,7 @@ gdx_status_t Conn::post_get(uint8_t *buf, size_t len, uint64_t key_id, uint64_t 
     d = TxDesc{};
     wire::encode_header({wire::MsgType::GetReq, GDX_OK, op_id_of(s, i), key_id, addr, len}, d.head);
     d.head_len = wire::kHeaderSize;
+    ++posted_;
     flush_tx();
     return GDX_INPROGRESS;
 }
@@ -109,6 +105,7 @@ gdx_status_t Conn::post_am(uint8_t id, const void *inline_data, size_t inline_le
     d.payload_len = len;
     d.comp = comp;
     unflushed_am_ = true;
+    ++posted_;
     flush_tx();
     return comp != nullptr ? GDX_INPROGRESS : GDX_OK;
 }
@@ -131,8 +128,23 @@ gdx_status_t Conn::post_flush(Completion *comp, bool *done_now) {
     wire::encode_header({wire::MsgType::Flush, GDX_OK, op_id_of(slots_[i], i), 0, 0, 0}, d.head);
     d.head_len = wire::kHeaderSize;
     unflushed_am_ = false;
+    ++posted_;
     flush_tx();
     return GDX_INPROGRESS;
+}
+
+gdx_status_t Conn::post_fence(const uint64_t *counts, unsigned n) {
+    if (state_ != State::Up || req_ring_.full()) return GDX_ERR_NO_RESOURCE;
+    if (n == 0 || n > lanes_agreed_) return GDX_FAIL(GDX_ERR_INTERNAL, "tcp", "FENCE over %u of %u lanes", n, lanes_agreed_);
+    became_busy();
+    TxDesc &d = req_ring_.push_back();
+    d = TxDesc{};
+    wire::encode_header({wire::MsgType::Fence, GDX_OK, 0, 0, 0, uint64_t{n} * 8}, d.head);
+    for (unsigned i = 0; i < n; ++i) wire::store_le64(d.head + wire::kHeaderSize + 8 * i, counts[i]);
+    d.head_len = static_cast<uint32_t>(wire::kHeaderSize + 8 * n);
+    ++posted_;
+    flush_tx();
+    return GDX_OK;
 }
 
 void Conn::queue_reply(wire::MsgType type, uint64_t op_id, gdx_status_t status, const uint8_t *payload,

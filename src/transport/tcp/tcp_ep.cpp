@@ -15,6 +15,7 @@ TcpEndpoint::~TcpEndpoint() {
         conn_->close(GDX_ERR_CANCELED, "endpoint destroyed");
         conn_.reset();
     }
+    close_lanes(GDX_ERR_CANCELED);
     if (pending_head_ != nullptr)
         GDX_DEBUG("tcp", "endpoint 0x%016" PRIx64 " destroyed with parked requests; they are dropped", id_);
     iface_->ep_destroyed(this);
@@ -29,6 +30,7 @@ void TcpEndpoint::orphan() {
         conn_->close(GDX_ERR_CANCELED, "interface destroyed before its endpoint");
         conn_.reset();
     }
+    close_lanes(GDX_ERR_CANCELED);
     if (error_ == GDX_OK) error_ = GDX_ERR_CANCELED;
     iface_ = nullptr;
 }
@@ -58,25 +60,16 @@ gdx_status_t TcpEndpoint::connect(std::span<const uint8_t> remote_address) {
     // Both sides call connect(); exactly one dials. The side with the smaller (interface id, endpoint id)
     // connects, the other waits for the HELLO that names its endpoint id: no crossed connections to resolve.
     bool dial = std::make_pair(iface_->id(), id_) < std::make_pair(a.iface_id, a.ep_id);
+    dialer_ = dial;
     if (dial) {
-        boost::system::error_code ec;
-        asio::ip::address ip;
-        if (a.family == 4) {
-            asio::ip::address_v4::bytes_type b;
-            std::copy_n(a.ip.begin(), 4, b.begin());
-            ip = asio::ip::address_v4(b);
-        } else {
-            asio::ip::address_v6::bytes_type b;
-            std::copy_n(a.ip.begin(), 16, b.begin());
-            ip = asio::ip::address_v6(b);
-        }
+        asio::ip::tcp::endpoint peer = peer_endpoint();
         std::shared_ptr<Conn> c;
         try {
             c = std::make_shared<Conn>(iface_);
         } catch (const std::bad_alloc &) {
             return GDX_FAIL(GDX_ERR_NO_MEMORY, "tcp", "connect: out of memory for a connection");
         }
-        gdx_status_t st = c->start_active(this, asio::ip::tcp::endpoint(ip, a.port), a.iface_id, a.ep_id);
+        gdx_status_t st = c->start_active(this, peer, a.iface_id, a.ep_id);
         if (st != GDX_OK) {
             error_ = st;
             return st;
@@ -94,6 +87,20 @@ gdx_status_t TcpEndpoint::connect(std::span<const uint8_t> remote_address) {
     return state();
 }
 
+asio::ip::tcp::endpoint TcpEndpoint::peer_endpoint() const {
+    asio::ip::address ip;
+    if (remote_.family == 4) {
+        asio::ip::address_v4::bytes_type b;
+        std::copy_n(remote_.ip.begin(), 4, b.begin());
+        ip = asio::ip::address_v4(b);
+    } else {
+        asio::ip::address_v6::bytes_type b;
+        std::copy_n(remote_.ip.begin(), 16, b.begin());
+        ip = asio::ip::address_v6(b);
+    }
+    return asio::ip::tcp::endpoint(ip, remote_.port);
+}
+
 gdx_status_t TcpEndpoint::state() const {
     if (error_ != GDX_OK) return error_;
     if (conn_ && conn_->state() == Conn::State::Up) return GDX_OK;
@@ -102,12 +109,15 @@ gdx_status_t TcpEndpoint::state() const {
 
 void TcpEndpoint::on_up() {
     connect_deadline_ = Clock::time_point::max();
+    lanes_.resize(conn_ ? conn_->lanes_agreed() : 0);
+    if (dialer_) dial_lanes();
     if (pending_head_ != nullptr) iface_->pending_changed(true);
 }
 
 void TcpEndpoint::on_closed(gdx_status_t st) {
     if (error_ == GDX_OK) error_ = st;
     connect_deadline_ = Clock::time_point::max();
+    close_lanes(st);
     // Parked requests run once more so their owners learn the error from the calls they make.
     if (pending_head_ != nullptr && iface_ != nullptr) iface_->pending_changed(true);
 }
@@ -173,6 +183,11 @@ gdx_status_t TcpEndpoint::put(const void *buf, size_t len, const MemHandle *lmem
     if (st == GDX_OK) st = check_remote("put", remote_addr, len, rkey, kAccessRemoteWrite, &key);
     if (st == GDX_OK) st = ready_for_op("put");
     if (st != GDX_OK) return st;
+    if (lanes_up_ > 0 && len >= iface_->stripe_min()) {
+        st = put_striped(static_cast<const uint8_t *>(buf), len, key, remote_addr, comp);
+        if (st != GDX_ERR_NO_RESOURCE) return st; // otherwise no record free: the main connection takes it
+    }
+    if ((st = before_main_op()) != GDX_OK) return st;
     return conn_->post_put(static_cast<const uint8_t *>(buf), len, key, remote_addr, comp);
 }
 
@@ -182,6 +197,7 @@ gdx_status_t TcpEndpoint::get(void *buf, size_t len, const MemHandle *lmemh, uin
     gdx_status_t st = check_local("get", buf, len, lmemh, kAccessLocalWrite);
     if (st == GDX_OK) st = check_remote("get", remote_addr, len, rkey, kAccessRemoteRead, &key);
     if (st == GDX_OK) st = ready_for_op("get");
+    if (st == GDX_OK) st = before_main_op();
     if (st != GDX_OK) return st;
     return conn_->post_get(static_cast<uint8_t *>(buf), len, key, remote_addr, comp);
 }
@@ -198,6 +214,7 @@ gdx_status_t check_am(const char *what, uint8_t id, const void *data, size_t len
 gdx_status_t TcpEndpoint::am_short(uint8_t id, const void *data, size_t len) {
     gdx_status_t st = check_am("am_short", id, data, len, kMaxAmShort);
     if (st == GDX_OK) st = ready_for_op("am_short");
+    if (st == GDX_OK) st = before_main_op();
     if (st != GDX_OK) return st;
     return conn_->post_am(id, data, len, nullptr, 0, false, nullptr);
 }
@@ -205,6 +222,7 @@ gdx_status_t TcpEndpoint::am_short(uint8_t id, const void *data, size_t len) {
 gdx_status_t TcpEndpoint::am_bcopy(uint8_t id, const void *data, size_t len) {
     gdx_status_t st = check_am("am_bcopy", id, data, len, kMaxAmBcopy);
     if (st == GDX_OK) st = ready_for_op("am_bcopy");
+    if (st == GDX_OK) st = before_main_op();
     if (st != GDX_OK) return st;
     return conn_->post_am(id, nullptr, 0, data, len, true, nullptr);
 }
@@ -215,6 +233,7 @@ gdx_status_t TcpEndpoint::am_zcopy(uint8_t id, const void *header, size_t header
     if (st == GDX_OK) st = check_am("am_zcopy", id, payload, len, kMaxAmZcopy - header_len);
     if (st == GDX_OK) st = check_local("am_zcopy", payload, len, memh, kAccessLocalRead);
     if (st == GDX_OK) st = ready_for_op("am_zcopy");
+    if (st == GDX_OK) st = before_main_op();
     if (st != GDX_OK) return st;
     return conn_->post_am(id, header, header_len, payload, len, false, comp);
 }
@@ -223,20 +242,29 @@ gdx_status_t TcpEndpoint::flush(Completion *comp) {
     if (error_ != GDX_OK) return ready_for_op("flush");
     if (!conn_) return GDX_OK; // nothing was ever issued: operations need a connection
     if (conn_->state() != Conn::State::Up) return GDX_ERR_NO_RESOURCE;
+    if (!striped_.empty() && striped_free_.size() != striped_.size()) return flush_with_stripes(comp);
     bool done_now = false;
     gdx_status_t st = conn_->post_flush(comp, &done_now);
     return done_now ? GDX_OK : st;
 }
 
-// One TCP stream per endpoint, and the target performs messages in arrival order: an operation issued
-// after another is performed after it. Nothing to wait for.
-gdx_status_t TcpEndpoint::fence() { return error_ != GDX_OK ? ready_for_op("fence") : GDX_OK; }
+// The main connection is one ordered stream whose target performs messages in arrival order, so without
+// lanes there is nothing to wait for. With stripes in flight on lanes, the order is carried to the target
+// instead of waited for here (tcp_lane.h): a FENCE before the next main-connection message lists the stripes
+// so far, and every stripe from now on names the main-connection requests to be performed before it.
+gdx_status_t TcpEndpoint::fence() {
+    if (error_ != GDX_OK) return ready_for_op("fence");
+    if (!conn_) return GDX_OK;
+    if (stripes_since_fence_) fence_owed_ = true;
+    fence_mark_ = conn_->posted() + (fence_owed_ ? 1 : 0);
+    return GDX_OK;
+}
 
 gdx_status_t TcpEndpoint::pending_add(PendingRequest *req) {
     if (req == nullptr || req->func == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "pending_add: null request or request without func");
     if (iface_ == nullptr || error_ != GDX_OK) return ready_for_op("pending_add");
-    if (pending_head_ == nullptr && conn_ && conn_->has_room()) return GDX_ERR_BUSY; // retry yourself
+    if (pending_head_ == nullptr && conn_ && conn_->has_room(fence_owed_ ? 2 : 1)) return GDX_ERR_BUSY; // retry yourself
     req->next = nullptr;
     if (pending_tail_ != nullptr)
         pending_tail_->next = req;
@@ -247,7 +275,7 @@ gdx_status_t TcpEndpoint::pending_add(PendingRequest *req) {
 }
 
 bool TcpEndpoint::pending_runnable() const {
-    return pending_head_ != nullptr && (error_ != GDX_OK || (conn_ && conn_->has_room()));
+    return pending_head_ != nullptr && (error_ != GDX_OK || (conn_ && conn_->has_room(fence_owed_ ? 2 : 1)));
 }
 
 unsigned TcpEndpoint::dispatch_pending() {

@@ -22,6 +22,9 @@ TcpIface::TcpIface(std::string device, const Config &cfg)
     peer_timeout_ = cfg.duration(ConfigId::PEER_TIMEOUT);
     conn_timeout_ = cfg.duration(ConfigId::CONN_TIMEOUT);
     sockbuf_ = static_cast<int>(cfg.size(ConfigId::TCP_SOCKBUF));
+    lanes_cfg_ = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(ConfigId::TCP_LANES), wire::kMaxLanes));
+    lane_threads_ = static_cast<unsigned>(std::clamp<uint64_t>(cfg.uint(ConfigId::TCP_LANE_THREADS), 1, 64));
+    stripe_min_ = std::max<uint64_t>(cfg.size(ConfigId::TCP_STRIPE_MIN), 4096);
 }
 
 TcpIface::~TcpIface() {
@@ -93,7 +96,14 @@ gdx_status_t TcpIface::init(const asio::ip::address &listen_ip, bool loopback, d
     if (epoll_fd_ < 0) return fail_errno(GDX_ERR_IO, errno, "tcp", "epoll_create1 for the wakeup descriptor");
     timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (timer_fd_ < 0) return fail_errno(GDX_ERR_IO, errno, "tcp", "timerfd_create for the wakeup descriptor");
-    for (int fd : {timer_fd_, static_cast<int>(acceptor_.native_handle())}) {
+    try {
+        lane_pool_ = std::make_unique<LanePool>(md_.table(), limits_, peer_timeout_, lane_threads_);
+    } catch (const std::bad_alloc &) {
+        return GDX_FAIL(GDX_ERR_NO_MEMORY, "tcp", "out of memory opening the interface");
+    }
+    st = lane_pool_->init();
+    if (st != GDX_OK) return st;
+    for (int fd : {timer_fd_, static_cast<int>(acceptor_.native_handle()), lane_pool_->notify_fd()}) {
         epoll_event ev{};
         ev.events = EPOLLIN;
         ev.data.fd = fd;
@@ -181,6 +191,53 @@ std::shared_ptr<Conn> TcpIface::take_unclaimed(uint64_t ep_id, uint64_t peer_ep)
         }
     }
     return nullptr;
+}
+
+// The passive side of a lane: LANE_HELLO must name a connected endpoint of ours, come from the peer that
+// endpoint is connected to, and name a lane index agreed and not yet taken. Otherwise the socket is closed
+// (the dialing side then stripes over its other lanes, or fails if it already used this one).
+void TcpIface::lane_hello_received(const std::shared_ptr<Conn> &c) {
+    TcpEndpoint *ep = find_ep(c->hello_dst_ep());
+    unsigned index = c->hello_lane_index();
+    char why[160] = "";
+    if (ep == nullptr)
+        std::snprintf(why, sizeof(why), "names endpoint 0x%016" PRIx64 ", which does not exist here", c->hello_dst_ep());
+    else if (ep->state() != GDX_OK)
+        std::snprintf(why, sizeof(why), "for endpoint 0x%016" PRIx64 ", which is not connected", ep->id());
+    else if (ep->remote().ep_id != c->hello_src_ep() || ep->remote().iface_id != c->hello_src_iface())
+        std::snprintf(why, sizeof(why), "for endpoint 0x%016" PRIx64 " from an endpoint it is not connected to", ep->id());
+    else if (index >= ep->lane_count())
+        std::snprintf(why, sizeof(why), "names lane %u; %u were agreed", index, ep->lane_count());
+    else if (ep->has_lane(index))
+        std::snprintf(why, sizeof(why), "names lane %u, which is already connected", index);
+    if (why[0] != '\0') {
+        c->close(GDX_ERR_PROTOCOL, std::string("LANE_HELLO ") + why);
+        return;
+    }
+    std::shared_ptr<Conn> keep = c;
+    std::erase(unclaimed_, keep);
+    uint32_t peer_max = keep->peer_max_requests();
+    int fd = keep->hand_over_socket();
+    if (fd >= 0) ep->attach_lane(index, fd, peer_max);
+}
+
+// Results of the helper threads, in the order they were posted. Nested calls (an endpoint destroyed from a
+// callback drains its lanes' results) continue from the same cursor, so each result is handled exactly once.
+unsigned TcpIface::drain_lane_events() {
+    if (!lane_pool_) return 0;
+    lane_pool_->take(&lane_events_);
+    ++lane_drain_depth_;
+    unsigned n = 0;
+    while (lane_cursor_ < lane_events_.size()) {
+        LaneEvent ev = std::move(lane_events_[lane_cursor_++]);
+        if (ev.lane && ev.lane->owner != nullptr) ev.lane->owner->on_lane_event(ev);
+        ++n;
+    }
+    if (--lane_drain_depth_ == 0) {
+        lane_events_.clear();
+        lane_cursor_ = 0;
+    }
+    return n;
 }
 
 void TcpIface::conn_closed(Conn *c) {
@@ -306,6 +363,7 @@ unsigned TcpIface::check_deadlines() {
 
 unsigned TcpIface::progress() {
     unsigned n = static_cast<unsigned>(io_.poll());
+    if (lane_pool_->pending()) n += drain_lane_events();
     if (!read_again_.empty()) {
         read_now_.swap(read_again_);
         for (auto &c : read_now_) {
@@ -343,7 +401,7 @@ gdx_status_t TcpIface::arm_timer() {
 // in the queues checked here; work arriving from outside shows on the level-triggered epoll set (a socket
 // Asio will report is readable, writable or in error there too, including a connect that completed at once).
 gdx_status_t TcpIface::arm_wakeup() {
-    if (!done_.empty() || !read_again_.empty() || pending_dirty_) return GDX_ERR_BUSY;
+    if (!done_.empty() || !read_again_.empty() || pending_dirty_ || lane_pool_->pending()) return GDX_ERR_BUSY;
     if (Clock::now() >= next_deadline_) return GDX_ERR_BUSY;
     gdx_status_t st = arm_timer();
     if (st != GDX_OK) return st;

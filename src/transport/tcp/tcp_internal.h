@@ -1,5 +1,6 @@
 // Internals of the tcp transport: the interface (listener, Asio io_context, wakeup), the endpoint (what the
-// user holds) and the connection (one socket, its send rings, its receive state machine).
+// user holds), the connection (one socket, its send rings, its receive state machine) and, in tcp_lane.h, the
+// lanes (extra connections for stripes of large puts, driven by helper threads).
 //
 // Ownership and lifetime: a TcpEndpoint holds a shared_ptr<Conn>; every pending Asio handler holds one too, so
 // a Conn outlives its endpoint until its aborted handlers have run. The interface keeps raw pointers to live
@@ -16,6 +17,7 @@
 #include "core/config.h"
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/tcp_address.h"
+#include "transport/tcp/tcp_lane.h"
 #include "transport/tcp/tcp_md.h"
 #include "transport/transport.h"
 #include "transport/wire.h"
@@ -24,7 +26,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include <cerrno>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
@@ -44,10 +48,18 @@ inline constexpr unsigned kMaxTxDepth = 4096;            // GDX_TCP_TX_DEPTH upp
 inline constexpr size_t kReadBudget = 32u << 20;         // bytes one readable event may consume before yielding
 inline constexpr size_t kMaxUnclaimed = 128;             // accepted sockets waiting for HELLO or for connect()
 inline constexpr size_t kBcopyPoolMax = 1024;            // am_bcopy buffers per interface (8 MiB at most)
+static_assert(8 * wire::kMaxLanes <= kMaxAmShort, "a FENCE's lane counts travel in a TxDesc head");
 
 inline Clock::time_point add_sat(Clock::time_point t, Clock::duration d) {
     if (d >= Clock::time_point::max() - t) return Clock::time_point::max();
     return t + d;
+}
+
+// A failed socket call's errno as the status its operations complete with.
+inline gdx_status_t status_of_errno(int err) {
+    if (err == ETIMEDOUT) return GDX_ERR_TIMEOUT; // TCP_USER_TIMEOUT or keepalive gave up
+    if (err == EHOSTUNREACH || err == ENETUNREACH) return GDX_ERR_UNREACHABLE;
+    return GDX_ERR_CONNECTION_RESET;
 }
 
 template <class T>
@@ -104,6 +116,10 @@ struct OpSlot {
 class TcpIface;
 class TcpEndpoint;
 
+// Options every socket of the interface gets (main connections and lanes): no Nagle, GDX_TCP_SOCKBUF, and the
+// kernel's timeouts derived from GDX_PEER_TIMEOUT.
+gdx_status_t configure_socket(const TcpIface &iface, int fd, const std::string &peer);
+
 class Conn : public std::enable_shared_from_this<Conn> {
   public:
     enum class State : uint8_t { Connecting, AwaitHello, AwaitHelloAck, Unclaimed, Up, Closed };
@@ -135,7 +151,21 @@ class Conn : public std::enable_shared_from_this<Conn> {
     gdx_status_t post_am(uint8_t id, const void *hdr, size_t hdr_len, const void *payload, size_t len,
                          bool copy_payload, Completion *comp);
     gdx_status_t post_flush(Completion *comp, bool *done_now);
-    bool has_room() const { return state_ == State::Up && !req_ring_.full() && !free_slots_.empty(); }
+    // FENCE: `n` per-lane stripe counts; the target performs nothing after it until its lanes landed them.
+    gdx_status_t post_fence(const uint64_t *counts, unsigned n);
+    uint64_t posted() const { return posted_; } // requests written to this stream (what a stripe may wait for)
+    unsigned lanes_agreed() const { return lanes_agreed_; }
+    uint32_t peer_max_requests() const { return peer_max_requests_; }
+    bool is_lane_hello() const { return hello_.type == wire::MsgType::LaneHello; }
+    unsigned hello_lane_index() const { return hello_lanes_; }
+    // Passive side of a lane: hands the socket to the caller and ends this object without a log line.
+    int hand_over_socket();
+    // A held FENCE may go on: a lane of this endpoint landed a stripe.
+    void fence_recheck();
+    // Room for `messages` more requests (an owed FENCE goes before the next one).
+    bool has_room(size_t messages = 1) const {
+        return state_ == State::Up && req_ring_.size() + messages <= req_ring_.capacity() && !free_slots_.empty();
+    }
     bool quiet() const { return req_ring_.empty() && free_slots_.size() == slots_.size() && !unflushed_am_; }
 
     // Deadline work: closes the connection when set-up or a silent peer exceeded its bound. Returns the
@@ -146,13 +176,14 @@ class Conn : public std::enable_shared_from_this<Conn> {
 
   private:
     // ---- tcp_conn.cpp: set-up, close, deadlines
-    gdx_status_t set_socket_options();
     void on_connected(const boost::system::error_code &ec);
     void go_up();
     void fail_ops(gdx_status_t st);
     void became_busy();
     bool busy() const;
     void update_watch(); // epoll interest follows what this connection waits for
+    void performed_one(); // a request of the peer was performed (stripes after a fence wait for the count)
+    bool fence_satisfied() const;
 
     // ---- tcp_conn_tx.cpp: send rings
     TxDesc *ctl_push();
@@ -191,6 +222,11 @@ class Conn : public std::enable_shared_from_this<Conn> {
     wire::FrameHeader hello_;               // what the peer said in HELLO (passive side)
     uint32_t peer_max_requests_ = 0;
     uint32_t peer_requests_ = 0; // requests of the peer received and not yet fully answered
+    uint16_t lanes_agreed_ = 0;  // lanes both sides use (from HELLO_ACK)
+    uint16_t hello_lanes_ = 0;   // passive side: lanes the peer offered in HELLO, or LANE_HELLO's lane index
+    uint64_t posted_ = 0;        // our requests written to the stream, in order
+    uint64_t performed_ = 0;     // the peer's requests performed, in order
+    bool fence_held_ = false;    // a FENCE waits for stripes on the lanes: nothing after it is read yet
 
     Clock::time_point connect_deadline_ = Clock::time_point::max();
     Clock::time_point last_activity_;
@@ -209,7 +245,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
     std::vector<uint32_t> free_slots_;
 
     // receive side
-    enum class Rx : uint8_t { Header, HelloBody, PutPayload, Discard, GetPayload, AmPayload };
+    enum class Rx : uint8_t { Header, HelloBody, PutPayload, Discard, GetPayload, AmPayload, FencePayload };
     Rx rx_ = Rx::Header;
     uint8_t rx_hdr_[wire::kHeaderSize];
     uint8_t hello_body_[wire::kHelloBodySize];
@@ -221,6 +257,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
     gdx_status_t rx_status_ = GDX_OK;      // Discard: status of the PUT_ACK once drained
     uint32_t rx_slot_ = 0;                 // GetPayload: op slot
     std::vector<uint8_t> am_buf_;
+    uint8_t fence_buf_[8 * wire::kMaxLanes];
     bool stopped_reading_ = false;         // Unclaimed: nothing more is expected until claimed
 
     friend class TcpIface;
@@ -262,7 +299,45 @@ class TcpEndpoint final : public Endpoint {
     void attach(std::shared_ptr<Conn> conn) { conn_ = std::move(conn); }
     bool has_conn() const { return conn_ != nullptr; }
 
+    // ---- lanes (tcp_ep_lanes.cpp)
+    unsigned lane_count() const { return static_cast<unsigned>(lanes_.size()); } // agreed with the peer
+    unsigned lanes_up() const { return lanes_up_; }
+    uint64_t stripes_issued() const { // for gdx_info-style reports and tests
+        uint64_t n = 0;
+        for (const auto &l : lanes_) n += l ? l->issued : 0;
+        return n;
+    }
+    bool has_lane(unsigned index) const { return index < lanes_.size() && lanes_[index] != nullptr; }
+    gdx_status_t attach_lane(unsigned index, int fd, uint32_t peer_max);
+    void on_lane_event(const LaneEvent &ev);
+    void on_main_performed(uint64_t n);                        // the main connection performed n requests
+    bool lanes_landed(const uint8_t *counts, unsigned n) const; // a FENCE's counts, against our lanes
+
   private:
+    struct LaneDial;
+    struct StripedPut {
+        Completion *comp = nullptr;
+        uint32_t left = 0;            // stripes not yet acknowledged
+        uint32_t epoch = 0;           // flushes issued before it
+        gdx_status_t status = GDX_OK; // the first error among its stripes
+    };
+    // A flush that also waits for striped puts: its own completion counts the main connection's FLUSH.
+    struct FlushWait : Completion {
+        TcpEndpoint *ep = nullptr;
+        Completion *user = nullptr;
+        uint32_t epoch = 0;
+        bool main_done = false;
+    };
+    asio::ip::tcp::endpoint peer_endpoint() const; // where remote_ listens
+    gdx_status_t before_main_op();  // writes an owed FENCE first
+    gdx_status_t put_striped(const uint8_t *buf, size_t len, uint64_t key, uint64_t addr, Completion *comp);
+    void stripe_done(uint32_t tag, gdx_status_t st);
+    void dial_lanes();
+    void close_lanes(gdx_status_t st); // lanes let go; stripes not yet reported complete with st
+    gdx_status_t flush_with_stripes(Completion *comp);
+    void finish_flushes();
+    bool epochs_done_through(uint32_t epoch) const;
+
     gdx_status_t ready_for_op(const char *what);
     gdx_status_t check_local(const char *what, const void *buf, size_t len, const MemHandle *memh, unsigned need);
     gdx_status_t check_remote(const char *what, uint64_t addr, size_t len, const RemoteKey &rkey, unsigned need,
@@ -277,6 +352,21 @@ class TcpEndpoint final : public Endpoint {
     std::shared_ptr<Conn> conn_;
     PendingRequest *pending_head_ = nullptr, *pending_tail_ = nullptr;
     bool dispatching_ = false;
+    bool dialer_ = false; // this side dialed the main connection (and dials the lanes)
+
+    std::shared_ptr<LaneShared> lane_shared_ = std::make_shared<LaneShared>();
+    std::vector<std::shared_ptr<Lane>> lanes_; // by lane index; null until connected (or if it never did)
+    std::vector<std::shared_ptr<LaneDial>> dials_;
+    unsigned lanes_up_ = 0, next_lane_ = 0;
+    bool lanes_closed_ = false; // let go of (the connection failed or the endpoint goes)
+    std::vector<StripedPut> striped_;
+    std::vector<uint32_t> striped_free_;
+    bool stripes_since_fence_ = false; // stripes a FENCE has not listed yet
+    bool fence_owed_ = false;          // fence() was called after such stripes: FENCE before the next message
+    uint64_t fence_mark_ = 0;          // main-connection requests a stripe issued now must wait for
+    uint32_t flush_epoch_ = 0, epoch_base_ = 0;
+    std::deque<uint32_t> epoch_left_;  // striped puts outstanding per epoch, from epoch_base_
+    std::deque<std::unique_ptr<FlushWait>> flushes_;
 };
 
 class TcpIface final : public Interface {
@@ -325,6 +415,12 @@ class TcpIface final : public Interface {
     void ep_destroyed(TcpEndpoint *ep);
     void pending_changed(bool runnable) { pending_dirty_ |= runnable; }
     TcpEndpoint *find_ep(uint64_t id);
+    // Lanes: configuration, the helper threads, the passive side of a lane's set-up, and their results.
+    unsigned lanes() const { return lanes_cfg_; }
+    uint64_t stripe_min() const { return stripe_min_; }
+    LanePool &lane_pool() { return *lane_pool_; }
+    void lane_hello_received(const std::shared_ptr<Conn> &c);
+    unsigned drain_lane_events();
 
   private:
     void start_accept();
@@ -341,6 +437,8 @@ class TcpIface final : public Interface {
     uint32_t tx_depth_ = 64;
     Clock::duration peer_timeout_, conn_timeout_;
     int sockbuf_ = 0;
+    unsigned lanes_cfg_ = 0, lane_threads_ = 1;
+    uint64_t stripe_min_ = 0;
 
     asio::io_context io_{1};
     asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -370,6 +468,11 @@ class TcpIface final : public Interface {
     std::vector<uint8_t> discard_;
 
     int epoll_fd_ = -1, timer_fd_ = -1;
+    std::vector<LaneEvent> lane_events_; // taken from the pool; drained in order, also by nested calls
+    size_t lane_cursor_ = 0;
+    unsigned lane_drain_depth_ = 0;
+    // Last: its threads stop (joined) before anything they use goes away.
+    std::unique_ptr<LanePool> lane_pool_;
 };
 
 } // namespace gdx::tp::tcp
