@@ -41,7 +41,7 @@ const char *transport_id_name(uint8_t id) {
 const char *msg_type_name(uint8_t type) {
     static const char *const names[] = {"?",   "HELLO",     "HELLO_ACK", "PUT",   "PUT_ACK",
                                         "GET_REQ", "GET_REPLY", "AM",       "FLUSH", "FLUSH_ACK",
-                                        "FENCE", "LANE_HELLO"};
+                                        "FENCE", "LANE_HELLO", "LANE_WANT"};
     return type >= 1 && type <= kMaxMsgType ? names[type] : "unknown";
 }
 
@@ -120,6 +120,10 @@ gdx_status_t decode_header(std::span<const uint8_t> in, const Limits &limits, Fr
             return bad(why, "AM id %" PRIu64 " out of range (< %u)", h.key_id, limits.max_am_id);
         if (h.length > limits.max_am)
             return bad(why, "AM of %" PRIu64 " bytes exceeds the limit of %" PRIu64, h.length, limits.max_am);
+        break;
+    case MsgType::LaneWant:
+        if (h.op_id != 0 || h.key_id != 0 || h.addr != 0 || h.length != 0)
+            return bad(why, "LANE_WANT with a non-zero field");
         break;
     case MsgType::Fence:
         if (h.op_id != 0 || h.key_id != 0 || h.addr != 0) return bad(why, "FENCE with non-zero op, key or address field");

@@ -22,7 +22,9 @@
 // Messages: HELLO/HELLO_ACK (connection set-up, 8-byte body: HelloBody), PUT + payload -> PUT_ACK,
 // GET_REQ -> GET_REPLY + payload, AM + payload, FLUSH -> FLUSH_ACK, FENCE + per-lane counts.
 //
-// Lanes (tcp): an endpoint may open extra connections that carry stripes of large puts. A lane starts with
+// Lanes (tcp): an endpoint may open extra connections that carry stripes of large puts; the side that dialed the
+// main connection dials them when either side first has a large put (the other side asks with LANE_WANT, which
+// is not a request: it has no reply and is not counted among the performed ones). A lane starts with
 // LANE_HELLO (the ids as in HELLO; body: HelloBody with `lanes` = this lane's index) and then carries only
 // PUT -> PUT_ACK. On a lane, PUT's op_id is 1 + the number of requests the target's main connection must have
 // performed before this stripe (what a fence before it ordered); PUT_ACK echoes it, and acks come in order.
@@ -95,8 +97,9 @@ enum class MsgType : uint8_t {
     FlushAck = 9,
     Fence = 10,    // + 8 bytes per lane: stripes sent on it so far; later messages wait until they landed
     LaneHello = 11, // first message of a lane connection (8-byte body: HelloBody, lanes = lane index)
+    LaneWant = 12,  // the side that did not dial asks the dialing side to open the lanes (first large put)
 };
-inline constexpr uint8_t kMaxMsgType = 11;
+inline constexpr uint8_t kMaxMsgType = 12;
 inline constexpr unsigned kMaxLanes = 32; // lanes per endpoint (GDX_TCP_LANES upper bound; a FENCE fits 256 bytes)
 const char *msg_type_name(uint8_t type); // "PUT", ... or "unknown"
 

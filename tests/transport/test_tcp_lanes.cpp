@@ -25,9 +25,21 @@ const tp::tcp::TcpEndpoint &tcp_ep(const std::unique_ptr<tp::Endpoint> &ep) {
     return dynamic_cast<const tp::tcp::TcpEndpoint &>(*ep);
 }
 
-// Waits until both endpoints have all their agreed lanes (the passive side takes them over in progress()).
+// Lanes open on the first large put from either side. This one comes from the side that did not dial the
+// main connection (so it asks with LANE_WANT); then waits until both endpoints have all `want` lanes (the
+// passive side takes them over in progress()).
 bool lanes_ready(TcpPairTest &t, unsigned want) {
-    return t.wait([&] { return tcp_ep(t.ea).lanes_up() == want && tcp_ep(t.eb).lanes_up() == want; });
+    if (want == 0) return true;
+    bool a_dials = tcp_ep(t.ea).dials();
+    tp::Interface &target = a_dials ? *t.a : *t.b, &initiator = a_dials ? *t.b : *t.a;
+    tp::Endpoint &ep = a_dials ? *t.eb : *t.ea;
+    Region r;
+    make_region(target, initiator, 1u << 20, tp::kAccessRemoteWrite, &r);
+    std::vector<uint8_t> src(1u << 20, 3);
+    Waiter w;
+    if (ep.put(src.data(), src.size(), nullptr, r.addr(), *r.rkey, &w) != GDX_INPROGRESS) return false;
+    return t.wait([&] { return w.done() && tcp_ep(t.ea).lanes_up() == want && tcp_ep(t.eb).lanes_up() == want; }) &&
+           w.status == GDX_OK && r.mem.back() == 3;
 }
 
 } // namespace
@@ -38,6 +50,7 @@ struct TcpLanesTest : TcpPairTest, ::testing::WithParamInterface<const char *> {
 TEST_P(TcpLanesTest, StripedPutsLandByteExactInBothDirections) {
     const std::string lanes = GetParam();
     ASSERT_NO_FATAL_FAILURE(open_and_connect({{"GDX_TCP_LANES", lanes}, {"GDX_TCP_STRIPE_MIN", "64K"}}));
+    EXPECT_EQ(tcp_ep(ea).lanes_up() + tcp_ep(eb).lanes_up(), 0u) << "lanes open only when a large put wants them";
     unsigned n = static_cast<unsigned>(std::stoul(lanes));
     ASSERT_TRUE(lanes_ready(*this, n));
     const size_t total = 24u << 20;
@@ -114,8 +127,23 @@ TEST_F(TcpPairTest, LaneCountIsTheSmallerOfTheTwoAndZeroTurnsLanesOff) {
 
 // put (striped) ; fence ; AM: the handler must find every stripe in place. Without the FENCE the AM, on the
 // main connection, overtakes the stripes still in the lanes.
+TEST_F(TcpPairTest, LanesOpenOnlyWhenALargePutWantsThem) {
+    open_and_connect({{"GDX_TCP_LANES", "3"}});
+    Region tgt;
+    ASSERT_NO_FATAL_FAILURE(make_region(*b, *a, 64u << 10, tp::kAccessRemoteWrite, &tgt));
+    std::vector<uint8_t> src(64u << 10, 4);
+    for (int i = 0; i < 20; ++i) { // small puts, acknowledged: no lane is asked for
+        Waiter w;
+        ASSERT_EQ(ea->put(src.data(), src.size(), nullptr, tgt.addr(), *tgt.rkey, &w), GDX_INPROGRESS);
+        ASSERT_TRUE(wait([&] { return w.done(); }));
+    }
+    progress_until({a.get(), b.get()}, [] { return false; }, std::chrono::milliseconds(50));
+    EXPECT_EQ(tcp_ep(ea).lanes_up() + tcp_ep(eb).lanes_up(), 0u);
+    EXPECT_TRUE(lanes_ready(*this, 3)) << "a large put from the side that does not dial opens the lanes";
+}
+
 TEST_F(TcpPairTest, FenceOrdersEarlierStripesBeforeALaterActiveMessage) {
-    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}});
+    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}, {"GDX_TCP_LANES", "4"}});
     ASSERT_TRUE(lanes_ready(*this, 4));
     const size_t len = 16u << 20;
     Region tgt;
@@ -149,7 +177,7 @@ TEST_F(TcpPairTest, FenceOrdersEarlierStripesBeforeALaterActiveMessage) {
 // AM ; fence ; put (striped): the stripes must not land before the handler ran. b's progress is held back
 // while its lane threads, which need no progress, could land the stripes.
 TEST_F(TcpPairTest, FenceOrdersAnEarlierActiveMessageBeforeLaterStripes) {
-    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}});
+    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}, {"GDX_TCP_LANES", "4"}});
     ASSERT_TRUE(lanes_ready(*this, 4));
     const size_t len = 4u << 20;
     Region tgt;
@@ -181,7 +209,7 @@ TEST_F(TcpPairTest, FenceOrdersAnEarlierActiveMessageBeforeLaterStripes) {
 }
 
 TEST_F(TcpPairTest, FlushWaitsForEveryStripeOfEarlierPuts) {
-    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}});
+    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}, {"GDX_TCP_LANES", "4"}});
     ASSERT_TRUE(lanes_ready(*this, 4));
     Region tgt;
     ASSERT_NO_FATAL_FAILURE(make_region(*b, *a, 32u << 20, tp::kAccessRemoteWrite, &tgt));
@@ -204,7 +232,7 @@ TEST_F(TcpPairTest, FlushWaitsForEveryStripeOfEarlierPuts) {
 // A stripe aimed at a revoked registration is refused by the target's lane thread: the put fails with
 // GDX_ERR_ACCESS_DENIED, nothing is written, and the endpoint goes on working.
 TEST_F(TcpPairTest, StripeToARevokedKeyIsRefusedAndTheEndpointCarriesOn) {
-    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}});
+    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}, {"GDX_TCP_LANES", "4"}});
     ASSERT_TRUE(lanes_ready(*this, 4));
     Region good, gone;
     ASSERT_NO_FATAL_FAILURE(make_region(*b, *a, 2u << 20, tp::kAccessRemoteWrite, &good));
@@ -226,7 +254,7 @@ TEST_F(TcpPairTest, StripeToARevokedKeyIsRefusedAndTheEndpointCarriesOn) {
 
 // LANE_HELLOs that name no endpoint, or a lane already taken, are refused; the connected pair is unaffected.
 TEST_F(TcpPairTest, LaneHellosFromStrangersAreRefused) {
-    open_and_connect();
+    open_and_connect({{"GDX_TCP_LANES", "4"}});
     ASSERT_TRUE(lanes_ready(*this, 4));
     tp::tcp::TcpAddress addr;
     std::string why;
@@ -278,7 +306,7 @@ TEST_F(TcpPairTest, LaneHellosFromStrangersAreRefused) {
 // Destroying an endpoint with stripes in flight completes them (CANCELED, or OK for those already
 // acknowledged) before the destructor returns; the peer's endpoint learns its connection ended.
 TEST_F(TcpPairTest, DestroyingAnEndpointCancelsItsStripesInFlight) {
-    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}});
+    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}, {"GDX_TCP_LANES", "4"}});
     ASSERT_TRUE(lanes_ready(*this, 4));
     Region tgt;
     ASSERT_NO_FATAL_FAILURE(make_region(*b, *a, 64u << 20, tp::kAccessRemoteWrite, &tgt));

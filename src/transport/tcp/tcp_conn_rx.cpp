@@ -151,6 +151,14 @@ bool Conn::on_header() {
     }
     if (wire::is_reply(h.type)) return on_reply_header(h);
 
+    if (h.type == wire::MsgType::LaneWant) { // not a request: no reply, not counted
+        if (ep_ != nullptr && ep_->dials() && lanes_agreed_ > 0)
+            ep_->want_lanes();
+        else
+            GDX_DEBUG("tcp", "LANE_WANT from %s ignored (this side does not dial, or no lanes were agreed)",
+                      peer_name_.c_str());
+        return true;
+    }
     if (h.type == wire::MsgType::Fence) { // not a request: it takes no reply slot
         rx_ = Rx::FencePayload;
         rx_dst_ = fence_buf_;

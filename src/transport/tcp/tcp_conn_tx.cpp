@@ -133,6 +133,16 @@ gdx_status_t Conn::post_flush(Completion *comp, bool *done_now) {
     return GDX_INPROGRESS;
 }
 
+gdx_status_t Conn::post_lane_want() {
+    if (state_ != State::Up || req_ring_.full()) return GDX_ERR_NO_RESOURCE;
+    TxDesc &d = req_ring_.push_back();
+    d = TxDesc{};
+    wire::encode_header({wire::MsgType::LaneWant, GDX_OK, 0, 0, 0, 0}, d.head);
+    d.head_len = wire::kHeaderSize;
+    flush_tx();
+    return GDX_OK;
+}
+
 gdx_status_t Conn::post_fence(const uint64_t *counts, unsigned n) {
     if (state_ != State::Up || req_ring_.full()) return GDX_ERR_NO_RESOURCE;
     if (n == 0 || n > lanes_agreed_) return GDX_FAIL(GDX_ERR_INTERNAL, "tcp", "FENCE over %u of %u lanes", n, lanes_agreed_);

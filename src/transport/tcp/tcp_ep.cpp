@@ -109,8 +109,7 @@ gdx_status_t TcpEndpoint::state() const {
 
 void TcpEndpoint::on_up() {
     connect_deadline_ = Clock::time_point::max();
-    lanes_.resize(conn_ ? conn_->lanes_agreed() : 0);
-    if (dialer_) dial_lanes();
+    lanes_.resize(conn_ ? conn_->lanes_agreed() : 0); // opened on the first large put (want_lanes)
     if (pending_head_ != nullptr) iface_->pending_changed(true);
 }
 
@@ -183,6 +182,7 @@ gdx_status_t TcpEndpoint::put(const void *buf, size_t len, const MemHandle *lmem
     if (st == GDX_OK) st = check_remote("put", remote_addr, len, rkey, kAccessRemoteWrite, &key);
     if (st == GDX_OK) st = ready_for_op("put");
     if (st != GDX_OK) return st;
+    if (len >= iface_->stripe_min() && !lanes_wanted_ && !lanes_.empty()) want_lanes(); // used once up
     if (lanes_up_ > 0 && len >= iface_->stripe_min()) {
         st = put_striped(static_cast<const uint8_t *>(buf), len, key, remote_addr, comp);
         if (st != GDX_ERR_NO_RESOURCE) return st; // otherwise no record free: the main connection takes it

@@ -17,7 +17,21 @@ struct TcpEndpoint::LaneDial {
     unsigned index = 0;
 };
 
-// The dialing side opens the lanes once the main connection is up; each announces itself with LANE_HELLO and
+// Lanes are opened on the first put of at least GDX_TCP_STRIPE_MIN from either side, so endpoints that only
+// ever carry small messages (most of an all-to-all job's) cost one socket, not 1 + GDX_TCP_LANES.
+void TcpEndpoint::want_lanes() {
+    if (lanes_wanted_ || lanes_closed_ || lanes_.empty() || error_ != GDX_OK || !conn_) return;
+    if (dialer_) {
+        lanes_wanted_ = true;
+        dial_lanes();
+    } else if (conn_->post_lane_want() == GDX_OK) { // otherwise asked again on the next large put
+        lanes_wanted_ = true;
+        GDX_DEBUG("tcp", "endpoint 0x%016" PRIx64 " asks %s for its %zu lanes", id_, conn_->peer_name().c_str(),
+                  lanes_.size());
+    }
+}
+
+// The dialing side opens the lanes when either side first wants them; each announces itself with LANE_HELLO and
 // is used at once (the peer takes it over when its progress() reads that HELLO; bytes wait in the socket until
 // then). A lane that cannot connect is not an error: the endpoint stripes over those that did.
 void TcpEndpoint::dial_lanes() {

@@ -151,6 +151,8 @@ class Conn : public std::enable_shared_from_this<Conn> {
     gdx_status_t post_am(uint8_t id, const void *hdr, size_t hdr_len, const void *payload, size_t len,
                          bool copy_payload, Completion *comp);
     gdx_status_t post_flush(Completion *comp, bool *done_now);
+    // LANE_WANT: asks the dialing side for the lanes (not a request: no reply, not counted).
+    gdx_status_t post_lane_want();
     // FENCE: `n` per-lane stripe counts; the target performs nothing after it until its lanes landed them.
     gdx_status_t post_fence(const uint64_t *counts, unsigned n);
     uint64_t posted() const { return posted_; } // requests written to this stream (what a stripe may wait for)
@@ -302,6 +304,9 @@ class TcpEndpoint final : public Endpoint {
     // ---- lanes (tcp_ep_lanes.cpp)
     unsigned lane_count() const { return static_cast<unsigned>(lanes_.size()); } // agreed with the peer
     unsigned lanes_up() const { return lanes_up_; }
+    bool dials() const { return dialer_; }
+    // Opens the lanes (dialing side) or asks the peer to (the other side), once; lanes come up asynchronously.
+    void want_lanes();
     uint64_t stripes_issued() const { // for gdx_info-style reports and tests
         uint64_t n = 0;
         for (const auto &l : lanes_) n += l ? l->issued : 0;
@@ -359,6 +364,7 @@ class TcpEndpoint final : public Endpoint {
     std::vector<std::shared_ptr<LaneDial>> dials_;
     unsigned lanes_up_ = 0, next_lane_ = 0;
     bool lanes_closed_ = false; // let go of (the connection failed or the endpoint goes)
+    bool lanes_wanted_ = false; // dialed, or LANE_WANT sent
     std::vector<StripedPut> striped_;
     std::vector<uint32_t> striped_free_;
     bool stripes_since_fence_ = false; // stripes a FENCE has not listed yet

@@ -431,7 +431,9 @@ void LaneWorker::run() {
     epoll_event evs[64];
     Clock::time_point next_tick = Clock::now() + std::chrono::milliseconds(kTickMs);
     for (;;) {
-        int n = epoll_wait(epfd_, evs, 64, kTickMs);
+        // The silence clocks need a look only while some lane waits for its peer; idle threads sleep.
+        bool any_busy = std::any_of(lanes_.begin(), lanes_.end(), [](const auto &l) { return !l->failed_ && l->busy(); });
+        int n = epoll_wait(epfd_, evs, 64, any_busy ? kTickMs : -1);
         if (n < 0 && errno != EINTR) {
             fail_errno(GDX_ERR_IO, errno, "tcp", "epoll_wait in a lane thread");
             std::this_thread::sleep_for(std::chrono::milliseconds(kTickMs));
@@ -465,6 +467,7 @@ void LaneWorker::run() {
                 if (!l->failed_) l->flush_tx(*this);
             taking_.clear();
         }
+        if (!any_busy) next_tick = Clock::now() + std::chrono::milliseconds(kTickMs);
         if (Clock::now() >= next_tick) {
             check_timeouts();
             next_tick = Clock::now() + std::chrono::milliseconds(kTickMs);
