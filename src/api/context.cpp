@@ -42,6 +42,7 @@ gdx_status_t Context::open_transports() {
             skipped += " " + name + " (no device)";
             continue;
         }
+        tp::prefer_current_gpu(&devs); // one interface per transport: on the GPU this process is bound to
         TransportSlot slot;
         slot.component = c;
         slot.device = devs.front();

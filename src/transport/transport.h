@@ -243,5 +243,9 @@ class Component {
 // rather than static registration objects, which a static-library link would silently drop.
 std::span<Component *const> components();
 Component *find_component(std::string_view name);
+// Moves the device of the current CUDA context's GPU (matched by PCI bus id) to the front of `devs`, for callers
+// that open one interface per transport: a process bound to GPU 1 gets its cuda_ipc interface on GPU 1, whose
+// memory it registers. No-op without a driver, a current context, or such a device.
+void prefer_current_gpu(std::vector<DeviceDesc> *devs);
 
 } // namespace gdx::tp

@@ -326,6 +326,9 @@ TEST(TcpComponent, LaneSettingsAreChecked) {
     std::unique_ptr<tp::Interface> i;
     EXPECT_EQ(tp::tcp::open_iface(config_with({{"GDX_TCP_LANES", "33"}}), &i), GDX_ERR_INVALID_CONFIG);
     EXPECT_NE(last_error().find("GDX_TCP_LANES=33"), std::string::npos) << last_error();
+    EXPECT_EQ(tp::tcp::open_iface(config_with({{"GDX_TCP_LANES", "many"}}), &i), GDX_ERR_INVALID_CONFIG);
+    EXPECT_NE(last_error().find("auto or 0..32"), std::string::npos) << last_error();
+    EXPECT_EQ(tp::tcp::open_iface(config_with({{"GDX_TCP_LANES", "auto"}}), &i), GDX_OK);
     EXPECT_EQ(tp::tcp::open_iface(config_with({{"GDX_TCP_LANE_THREADS", "0"}}), &i), GDX_ERR_INVALID_CONFIG);
     EXPECT_NE(last_error().find("GDX_TCP_LANE_THREADS"), std::string::npos) << last_error();
     EXPECT_EQ(tp::tcp::open_iface(config_with({{"GDX_TCP_STRIPE_MIN", "1K"}}), &i), GDX_ERR_INVALID_CONFIG);

@@ -8,6 +8,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <unistd.h>
 
 namespace gdx::tp::tcp {
@@ -84,6 +85,28 @@ gdx_status_t parse_listen_addr(const Config &cfg, asio::ip::address *out) {
     return GDX_OK;
 }
 
+} // namespace
+
+// Measured on 16 cores: 8 lanes carry 4-6x one connection; on 2 cores lanes are slower than none (the helper
+// threads take the cores the sender and the receiver need). bench/results/gpu-2026-11-24c.
+gdx_status_t lanes_from_config(const Config &cfg, unsigned *out) {
+    const std::string &v = cfg.str(ConfigId::TCP_LANES);
+    if (v == "auto") {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+        *out = cpus < 4 ? 0u : std::min(8u, static_cast<unsigned>(cpus) / 2);
+        return GDX_OK;
+    }
+    uint64_t n = 0;
+    std::string why;
+    if (!parse_uint(v, &n, &why) || n > wire::kMaxLanes) return GDX_ERR_INVALID_CONFIG;
+    *out = static_cast<unsigned>(n);
+    return GDX_OK;
+}
+
+namespace {
+
 gdx_status_t check_config(const Config &cfg) {
     uint64_t depth = cfg.uint(ConfigId::TCP_TX_DEPTH);
     if (depth == 0 || depth > kMaxTxDepth)
@@ -95,8 +118,9 @@ gdx_status_t check_config(const Config &cfg) {
     if (cfg.duration(ConfigId::CONN_TIMEOUT).count() <= 0)
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_CONN_TIMEOUT=%s: must be positive (or inf)",
                         cfg.text(ConfigId::CONN_TIMEOUT).c_str());
-    if (cfg.uint(ConfigId::TCP_LANES) > wire::kMaxLanes)
-        return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_LANES=%s: must be 0..%u",
+    unsigned lanes = 0;
+    if (lanes_from_config(cfg, &lanes) != GDX_OK)
+        return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_LANES=%s: must be auto or 0..%u",
                         cfg.text(ConfigId::TCP_LANES).c_str(), wire::kMaxLanes);
     uint64_t threads = cfg.uint(ConfigId::TCP_LANE_THREADS);
     if (threads == 0 || threads > 64)

@@ -116,6 +116,9 @@ struct OpSlot {
 class TcpIface;
 class TcpEndpoint;
 
+// GDX_TCP_LANES resolved ('auto' from the CPUs this process may use); GDX_ERR_INVALID_CONFIG if malformed.
+gdx_status_t lanes_from_config(const Config &cfg, unsigned *out);
+
 // Options every socket of the interface gets (main connections and lanes): no Nagle, GDX_TCP_SOCKBUF, and the
 // kernel's timeouts derived from GDX_PEER_TIMEOUT.
 gdx_status_t configure_socket(const TcpIface &iface, int fd, const std::string &peer);

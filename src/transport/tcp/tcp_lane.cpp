@@ -447,6 +447,12 @@ void LaneWorker::run() {
             Lane *l = static_cast<Lane *>(evs[i].data.ptr);
             // A lane removed or failed by an earlier event of this batch has left the epoll set already.
             if (l->failed_) continue;
+            if ((evs[i].events & (EPOLLERR | EPOLLHUP)) && l->rx_ == Lane::Rx::Held) {
+                // Not reading (a stripe waits for the main connection), and the socket reports an error or a
+                // hang-up, level-triggered: fail now rather than spin until the wait ends.
+                l->fail(*this, GDX_ERR_CONNECTION_RESET, "connection reset while a stripe waited for the main connection");
+                continue;
+            }
             if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) l->on_readable(*this);
             if (!l->failed_ && (evs[i].events & EPOLLOUT)) l->flush_tx(*this);
         }

@@ -36,9 +36,10 @@ struct gdx_uct_md {
     // that serve them share one gdx MemoryDomain.
     std::unique_ptr<gdx::tp::Interface> anchor;
     gdx::tp::DeviceDesc anchor_dev;
-    // The devices offered to UCX: those the transport could open with this configuration. UCP opens an interface
-    // on every device it is offered and fails outright when one refuses, while Component::query_devices cannot
-    // see the configuration (tcp lists every network device but opens only the one holding GDX_TCP_ADDR).
+    // The device offered to UCX: the anchor's, the one the transport could open with this configuration (UCP
+    // opens an interface on every device it is offered and fails outright when one refuses, while
+    // Component::query_devices cannot see the configuration: tcp lists every network device but opens only the
+    // one holding GDX_TCP_ADDR). Only one: a second would not share the anchor's MemoryDomain.
     std::vector<gdx::tp::DeviceDesc> devices;
     bool anchor_lent = false;
     gdx::tp::MemoryDomain *md = nullptr;

@@ -8,6 +8,7 @@
 #include "memtype/cuda_driver.h"
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -136,6 +137,7 @@ extern "C" gdx_status_t gdx_uct_mem_detect(gdx_uct_md_t *md, const void *addr, s
 
 // ---- memory domain -----------------------------------------------------------------------------------------
 
+
 static gdx_status_t copy_devices(const std::vector<tp::DeviceDesc> &devs, const char *tl, gdx_uct_device_t **devices,
                                  unsigned *count) {
     *count = 0;
@@ -189,8 +191,12 @@ extern "C" gdx_status_t gdx_uct_md_open(unsigned tl, const char *const *values, 
     if (st != GDX_OK) return st;
     md->tl = tl;
     md->comp = comp;
-    // Probe every device with this configuration (see gdx_uct_md::devices); the first that opens keeps its
-    // Interface as the MD's anchor.
+    // UCX is offered ONE device per transport: the first that opens with this configuration becomes the MD's
+    // anchor (see gdx_uct_md::devices). A second device would get its own Interface, whose MemoryDomain does not
+    // hold the registrations made through this UCT MD, so UCP's keys would not open memory there (seen on two
+    // GPUs: "remote key was issued by another interface"). A GPU transport tries the GPU of the caller's
+    // current CUDA context first: the one a rank bound to a GPU registers memory of.
+    tp::prefer_current_gpu(&devs);
     std::string why;
     for (const tp::DeviceDesc &d : devs) {
         std::unique_ptr<tp::Interface> itf;
@@ -202,11 +208,13 @@ extern "C" gdx_status_t gdx_uct_md_open(unsigned tl, const char *const *values, 
             continue;
         }
         md->devices.push_back(d);
-        if (!md->anchor) {
-            md->anchor = std::move(itf);
-            md->anchor_dev = d;
-        }
+        md->anchor = std::move(itf);
+        md->anchor_dev = d;
+        break;
     }
+    if (md->anchor && devs.size() > 1)
+        GDX_INFO(kComp, "gdx_%s offers UCX one device, %s, of the %zu it has (one memory domain per transport and "
+                 "process)", gdx_uct_tl_name(tl), md->anchor_dev.name.c_str(), devs.size());
     if (!md->anchor)
         return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "md open: transport %s has no device it can open%s%s",
                         gdx_uct_tl_name(tl), why.empty() ? "" : ": ", why.c_str());

@@ -3,7 +3,8 @@
 # private range used only inside these namespaces; nothing outside them changes):
 #   1. over a degraded link (tc netem delay + loss; where the kernel has no netem, tbf rate limiting with a
 #      short queue, which drops and delays instead): put/get of many sizes and active messages, every byte
-#      checked, nothing hangs;
+#      checked, nothing hangs; again with two tcp lanes on both sides (large puts striped over three
+#      connections);
 #   2. a link cut in the middle of 64 MiB puts (netem loss 100%, else the peer's side set down): the
 #      outstanding operations fail with an error (GDX_PEER_TIMEOUT=2s), the initiator never hangs.
 #
@@ -76,6 +77,18 @@ cat "$tmp/check.out"
 [ $rc -eq 0 ] || { cat "$tmp/target.out"; fail "check over the degraded link exited $rc (124: hung)"; }
 for _ in $(seq 100); do kill -0 "${pids[-1]}" 2>/dev/null || break; sleep 0.1; done
 wait "${pids[-1]}" || { cat "$tmp/target.out"; fail "target exited with an error"; }
+
+echo "== 1b. the same over two tcp lanes (GDX_TCP_LANES=2: large puts striped over three connections)"
+export GDX_TCP_LANES=2 # both sides: 'auto' would give none on a small machine
+start_target 8M
+ip netns exec "$nsA" env GDX_TCP_ADDR=$ipA timeout 300 "$peer" check --listen \
+    --bootstrap "$ipA:$port" --bytes 8M --seed 4 >"$tmp/check.out" 2>&1
+rc=$?
+cat "$tmp/check.out"
+[ $rc -eq 0 ] || { cat "$tmp/target.out"; fail "check over lanes on the degraded link exited $rc (124: hung)"; }
+for _ in $(seq 100); do kill -0 "${pids[-1]}" 2>/dev/null || break; sleep 0.1; done
+wait "${pids[-1]}" || { cat "$tmp/target.out"; fail "target exited with an error"; }
+unset GDX_TCP_LANES
 
 echo "== 2. link cut during 64 MiB puts (GDX_PEER_TIMEOUT=2s)"
 start_target 64M
