@@ -5,6 +5,7 @@
 #include "peer_blob.h"
 #include "tcp_pair.h"
 #include "transport/bootstrap.h"
+#include "transport/tcp/tcp_internal.h"
 
 #include <gtest/gtest.h>
 
@@ -100,6 +101,20 @@ TEST(TcpMultiProcess, TwoProcessesMoveEverySizeUpTo256MiBIntact) {
     EXPECT_EQ(target.wait_exit(), 0);
 }
 
+// The same with tcp lanes on both sides (whatever GDX_TCP_LANES=auto gives on this machine).
+TEST(TcpMultiProcess, TwoProcessesMoveEverySizeUpTo256MiBIntactOverLanes) {
+    const std::vector<std::string> lanes = {"GDX_TCP_LANES=4", "GDX_TCP_STRIPE_MIN=64K"};
+    Child target, check;
+    ASSERT_NO_FATAL_FAILURE(spawn(&target, {"target", "--listen", "--bootstrap", "127.0.0.1:0", "--bytes", "256M",
+                                            "--wakeup"}, lanes));
+    std::string port = target.read_line("BOOTSTRAP_PORT=");
+    ASSERT_FALSE(port.empty()) << "target did not start its bootstrap";
+    ASSERT_NO_FATAL_FAILURE(
+        spawn(&check, {"check", "--bootstrap", "127.0.0.1:" + port, "--bytes", "256M", "--seed", "9"}, lanes));
+    EXPECT_EQ(check.wait_exit(), 0) << "the initiator found a mismatch or an error (its stderr says which)";
+    EXPECT_EQ(target.wait_exit(), 0);
+}
+
 namespace {
 
 // This process as the initiator against a spawned target of `bytes`.
@@ -111,7 +126,8 @@ struct AgainstTarget {
     PeerBlob peer;
     Child target;
 
-    void start(const Config &cfg, const std::string &bytes, size_t local_bytes) {
+    void start(const Config &cfg, const std::string &bytes, size_t local_bytes,
+               const std::vector<std::string> &target_env = {}) {
         ASSERT_EQ(tp::tcp::open_iface(cfg, &iface), GDX_OK);
         buf.assign(local_bytes, 0x5a);
         ASSERT_EQ(iface->md().mem_reg(buf.data(), buf.size(), mem::MemInfo{}, tp::kAccessAll, &mh), GDX_OK);
@@ -122,7 +138,7 @@ struct AgainstTarget {
         std::unique_ptr<tp::Bootstrap> boot;
         ASSERT_EQ(tp::Bootstrap::listen(opt, &boot), GDX_OK);
         ASSERT_NO_FATAL_FAILURE(spawn(&target, {"target", "--bootstrap", "127.0.0.1:" + std::to_string(boot->port()),
-                                                "--bytes", bytes}));
+                                                "--bytes", bytes}, target_env));
         std::vector<std::vector<uint8_t>> all;
         ASSERT_EQ(boot->allgather(make_blob(*ep, *mh), &all), GDX_OK);
         ASSERT_EQ(parse_blob(*iface, all[1], ep->address().size(), &peer), GDX_OK);
@@ -132,7 +148,19 @@ struct AgainstTarget {
         ASSERT_EQ(ep->state(), GDX_OK);
         ASSERT_EQ(boot->barrier(), GDX_OK);
     }
+    // Lanes open on the first large put: one put of `len`, completed, and then every agreed lane up.
+    void open_lanes(size_t len) {
+        Waiter w;
+        ASSERT_EQ(ep->put(buf.data(), len, mh.get(), peer.addr, *peer.rkey, &w), GDX_INPROGRESS);
+        const auto &tep = dynamic_cast<const tp::tcp::TcpEndpoint &>(*ep);
+        ASSERT_GT(tep.lane_count(), 0u);
+        ASSERT_TRUE(progress_until({iface.get()}, [&] { return w.done() && tep.lanes_up() == tep.lane_count(); }));
+        ASSERT_EQ(w.status, GDX_OK);
+    }
 };
+
+const Config::Overrides kLanes = {{"GDX_TCP_LANES", "4"}, {"GDX_TCP_STRIPE_MIN", "64K"}};
+const std::vector<std::string> kLanesEnv = {"GDX_TCP_LANES=4", "GDX_TCP_STRIPE_MIN=64K"};
 
 } // namespace
 
@@ -154,6 +182,43 @@ TEST(TcpMultiProcess, PeerKilledMidTransferFailsOutstandingOperations) {
     EXPECT_NE(get.status, GDX_OK);
     EXPECT_EQ(put.status, GDX_ERR_CONNECTION_RESET) << gdx_status_string(put.status);
     EXPECT_NE(t.ep->state(), GDX_OK);
+    EXPECT_EQ(t.target.wait_exit(), 128 + SIGKILL);
+}
+
+// Killed while stripes are in flight on the lanes: the lanes see the reset, the endpoint fails, the put
+// completes with the error.
+TEST(TcpMultiProcess, PeerKilledMidStripedTransferFailsOutstandingOperations) {
+    AgainstTarget t;
+    ASSERT_NO_FATAL_FAILURE(t.start(config_with(kLanes), "256M", 256u << 20, kLanesEnv));
+    ASSERT_NO_FATAL_FAILURE(t.open_lanes(1u << 20));
+    ASSERT_EQ(kill(t.target.pid, SIGSTOP), 0);
+    Waiter put;
+    ASSERT_EQ(t.ep->put(t.buf.data(), t.buf.size(), t.mh.get(), t.peer.addr, *t.peer.rkey, &put), GDX_INPROGRESS);
+    EXPECT_GT(dynamic_cast<const tp::tcp::TcpEndpoint &>(*t.ep).stripes_issued(), 0u);
+    progress_until({t.iface.get()}, [] { return false; }, std::chrono::milliseconds(200));
+    EXPECT_FALSE(put.done()) << "the put finished although its target is stopped";
+    ASSERT_EQ(kill(t.target.pid, SIGKILL), 0);
+    ASSERT_TRUE(progress_until({t.iface.get()}, [&] { return put.done(); }))
+        << "a striped put still outstanding after the peer died";
+    EXPECT_EQ(put.status, GDX_ERR_CONNECTION_RESET) << gdx_status_string(put.status);
+    EXPECT_NE(t.ep->state(), GDX_OK);
+    EXPECT_EQ(t.target.wait_exit(), 128 + SIGKILL);
+}
+
+// Stopped (no reset ever comes) while stripes are in flight: the lanes' silence clocks or the kernel's
+// TCP_USER_TIMEOUT end it within GDX_PEER_TIMEOUT.
+TEST(TcpMultiProcess, StoppedPeerIsDetectedOnTheLanesByPeerTimeout) {
+    Config::Overrides ov = kLanes;
+    ov["GDX_PEER_TIMEOUT"] = "1s";
+    AgainstTarget t;
+    ASSERT_NO_FATAL_FAILURE(t.start(config_with(ov), "64M", 64u << 20, kLanesEnv));
+    ASSERT_NO_FATAL_FAILURE(t.open_lanes(1u << 20));
+    ASSERT_EQ(kill(t.target.pid, SIGSTOP), 0);
+    Waiter put;
+    ASSERT_EQ(t.ep->put(t.buf.data(), t.buf.size(), t.mh.get(), t.peer.addr, *t.peer.rkey, &put), GDX_INPROGRESS);
+    ASSERT_TRUE(progress_until({t.iface.get()}, [&] { return put.done(); })) << "a silent peer was never declared dead";
+    EXPECT_EQ(put.status, GDX_ERR_TIMEOUT) << gdx_status_string(put.status);
+    kill(t.target.pid, SIGKILL);
     EXPECT_EQ(t.target.wait_exit(), 128 + SIGKILL);
 }
 
