@@ -150,6 +150,7 @@ bool Conn::on_header() {
         return false;
     }
     if (wire::is_reply(h.type)) return on_reply_header(h);
+    if (ep_ != nullptr) ep_->acquire_lanes();
 
     if (h.type == wire::MsgType::LaneWant) { // not a request: no reply, not counted
         if (ep_ != nullptr && ep_->dials() && lanes_agreed_ > 0)

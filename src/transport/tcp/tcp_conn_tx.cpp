@@ -268,6 +268,7 @@ void Conn::flush_tx() {
             return;
         }
         last_activity_ = Clock::now();
+        if (ep_ != nullptr) ep_->main_wrote();
         // Account the written bytes in pick order; each fully written message is the front of its ring at that
         // moment (pick order is ring order).
         size_t left = static_cast<size_t>(n);

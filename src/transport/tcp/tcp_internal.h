@@ -320,6 +320,17 @@ class TcpEndpoint final : public Endpoint {
     void on_lane_event(const LaneEvent &ev);
     void on_main_performed(uint64_t n);                        // the main connection performed n requests
     bool lanes_landed(const uint8_t *counts, unsigned n) const; // a FENCE's counts, against our lanes
+    // Acquires what the lanes' threads have landed so far: a request the main connection performs next reads
+    // memory their stripes wrote after the peer learned they had landed (the order runs through the peer,
+    // where no in-process synchronization would show it; ThreadSanitizer reported that as a race).
+    void acquire_lanes() const {
+        for (const auto &l : lanes_)
+            if (l) (void)l->landed();
+    }
+    // The other direction: what the main connection wrote (sent from memory) before a lane's next stripe.
+    void main_wrote() {
+        if (lanes_up_ > 0) lane_shared_->main_writes.fetch_add(1, std::memory_order_release);
+    }
 
   private:
     struct LaneDial;

@@ -279,6 +279,7 @@ bool Lane::try_resume(LaneWorker &w) {
 }
 
 void Lane::begin_put(LaneWorker &w) {
+    (void)shared_->main_writes.load(std::memory_order_acquire); // see LaneShared::main_writes
     RkeyTable &table = w.pool().table();
     uint8_t *ptr = nullptr;
     std::string why;
