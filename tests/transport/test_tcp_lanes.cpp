@@ -42,6 +42,12 @@ bool lanes_ready(TcpPairTest &t, unsigned want) {
            w.status == GDX_OK && r.mem.back() == 3;
 }
 
+// Four lanes, stripes from 64 KiB, every lane up on both sides.
+void connect_four_lanes(TcpPairTest &t) {
+    ASSERT_NO_FATAL_FAILURE(t.open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}, {"GDX_TCP_LANES", "4"}}));
+    ASSERT_TRUE(lanes_ready(t, 4));
+}
+
 } // namespace
 
 struct TcpLanesTest : TcpPairTest, ::testing::WithParamInterface<const char *> {};
@@ -143,8 +149,7 @@ TEST_F(TcpPairTest, LanesOpenOnlyWhenALargePutWantsThem) {
 }
 
 TEST_F(TcpPairTest, FenceOrdersEarlierStripesBeforeALaterActiveMessage) {
-    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}, {"GDX_TCP_LANES", "4"}});
-    ASSERT_TRUE(lanes_ready(*this, 4));
+    ASSERT_NO_FATAL_FAILURE(connect_four_lanes(*this));
     const size_t len = 16u << 20;
     Region tgt;
     ASSERT_NO_FATAL_FAILURE(make_region(*b, *a, len, tp::kAccessRemoteWrite, &tgt));
@@ -177,8 +182,7 @@ TEST_F(TcpPairTest, FenceOrdersEarlierStripesBeforeALaterActiveMessage) {
 // AM ; fence ; put (striped): the stripes must not land before the handler ran. b's progress is held back
 // while its lane threads, which need no progress, could land the stripes.
 TEST_F(TcpPairTest, FenceOrdersAnEarlierActiveMessageBeforeLaterStripes) {
-    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}, {"GDX_TCP_LANES", "4"}});
-    ASSERT_TRUE(lanes_ready(*this, 4));
+    ASSERT_NO_FATAL_FAILURE(connect_four_lanes(*this));
     const size_t len = 4u << 20;
     Region tgt;
     ASSERT_NO_FATAL_FAILURE(make_region(*b, *a, len, tp::kAccessRemoteWrite, &tgt));
@@ -209,8 +213,7 @@ TEST_F(TcpPairTest, FenceOrdersAnEarlierActiveMessageBeforeLaterStripes) {
 }
 
 TEST_F(TcpPairTest, FlushWaitsForEveryStripeOfEarlierPuts) {
-    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}, {"GDX_TCP_LANES", "4"}});
-    ASSERT_TRUE(lanes_ready(*this, 4));
+    ASSERT_NO_FATAL_FAILURE(connect_four_lanes(*this));
     Region tgt;
     ASSERT_NO_FATAL_FAILURE(make_region(*b, *a, 32u << 20, tp::kAccessRemoteWrite, &tgt));
     std::vector<uint8_t> src(32u << 20);
@@ -232,8 +235,7 @@ TEST_F(TcpPairTest, FlushWaitsForEveryStripeOfEarlierPuts) {
 // A stripe aimed at a revoked registration is refused by the target's lane thread: the put fails with
 // GDX_ERR_ACCESS_DENIED, nothing is written, and the endpoint goes on working.
 TEST_F(TcpPairTest, StripeToARevokedKeyIsRefusedAndTheEndpointCarriesOn) {
-    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}, {"GDX_TCP_LANES", "4"}});
-    ASSERT_TRUE(lanes_ready(*this, 4));
+    ASSERT_NO_FATAL_FAILURE(connect_four_lanes(*this));
     Region good, gone;
     ASSERT_NO_FATAL_FAILURE(make_region(*b, *a, 2u << 20, tp::kAccessRemoteWrite, &good));
     ASSERT_NO_FATAL_FAILURE(make_region(*b, *a, 2u << 20, tp::kAccessRemoteWrite, &gone));
@@ -306,8 +308,7 @@ TEST_F(TcpPairTest, LaneHellosFromStrangersAreRefused) {
 // Destroying an endpoint with stripes in flight completes them (CANCELED, or OK for those already
 // acknowledged) before the destructor returns; the peer's endpoint learns its connection ended.
 TEST_F(TcpPairTest, DestroyingAnEndpointCancelsItsStripesInFlight) {
-    open_and_connect({{"GDX_TCP_STRIPE_MIN", "64K"}, {"GDX_TCP_LANES", "4"}});
-    ASSERT_TRUE(lanes_ready(*this, 4));
+    ASSERT_NO_FATAL_FAILURE(connect_four_lanes(*this));
     Region tgt;
     ASSERT_NO_FATAL_FAILURE(make_region(*b, *a, 64u << 20, tp::kAccessRemoteWrite, &tgt));
     std::vector<uint8_t> src(64u << 20, 1);

@@ -157,6 +157,13 @@ struct AgainstTarget {
         ASSERT_TRUE(progress_until({iface.get()}, [&] { return w.done() && tep.lanes_up() == tep.lane_count(); }));
         ASSERT_EQ(w.status, GDX_OK);
     }
+    // Lanes up, the target stopped (SIGSTOP), then a put of the whole buffer: stripes in flight, none can land.
+    void stop_target_and_put_striped(Waiter *put) {
+        ASSERT_NO_FATAL_FAILURE(open_lanes(1u << 20));
+        ASSERT_EQ(kill(target.pid, SIGSTOP), 0);
+        ASSERT_EQ(ep->put(buf.data(), buf.size(), mh.get(), peer.addr, *peer.rkey, put), GDX_INPROGRESS);
+        ASSERT_GT(dynamic_cast<const tp::tcp::TcpEndpoint &>(*ep).stripes_issued(), 0u);
+    }
 };
 
 const Config::Overrides kLanes = {{"GDX_TCP_LANES", "4"}, {"GDX_TCP_STRIPE_MIN", "64K"}};
@@ -190,11 +197,8 @@ TEST(TcpMultiProcess, PeerKilledMidTransferFailsOutstandingOperations) {
 TEST(TcpMultiProcess, PeerKilledMidStripedTransferFailsOutstandingOperations) {
     AgainstTarget t;
     ASSERT_NO_FATAL_FAILURE(t.start(config_with(kLanes), "256M", 256u << 20, kLanesEnv));
-    ASSERT_NO_FATAL_FAILURE(t.open_lanes(1u << 20));
-    ASSERT_EQ(kill(t.target.pid, SIGSTOP), 0);
     Waiter put;
-    ASSERT_EQ(t.ep->put(t.buf.data(), t.buf.size(), t.mh.get(), t.peer.addr, *t.peer.rkey, &put), GDX_INPROGRESS);
-    EXPECT_GT(dynamic_cast<const tp::tcp::TcpEndpoint &>(*t.ep).stripes_issued(), 0u);
+    ASSERT_NO_FATAL_FAILURE(t.stop_target_and_put_striped(&put));
     progress_until({t.iface.get()}, [] { return false; }, std::chrono::milliseconds(200));
     EXPECT_FALSE(put.done()) << "the put finished although its target is stopped";
     ASSERT_EQ(kill(t.target.pid, SIGKILL), 0);
@@ -212,10 +216,8 @@ TEST(TcpMultiProcess, StoppedPeerIsDetectedOnTheLanesByPeerTimeout) {
     ov["GDX_PEER_TIMEOUT"] = "1s";
     AgainstTarget t;
     ASSERT_NO_FATAL_FAILURE(t.start(config_with(ov), "64M", 64u << 20, kLanesEnv));
-    ASSERT_NO_FATAL_FAILURE(t.open_lanes(1u << 20));
-    ASSERT_EQ(kill(t.target.pid, SIGSTOP), 0);
     Waiter put;
-    ASSERT_EQ(t.ep->put(t.buf.data(), t.buf.size(), t.mh.get(), t.peer.addr, *t.peer.rkey, &put), GDX_INPROGRESS);
+    ASSERT_NO_FATAL_FAILURE(t.stop_target_and_put_striped(&put));
     ASSERT_TRUE(progress_until({t.iface.get()}, [&] { return put.done(); })) << "a silent peer was never declared dead";
     EXPECT_EQ(put.status, GDX_ERR_TIMEOUT) << gdx_status_string(put.status);
     kill(t.target.pid, SIGKILL);

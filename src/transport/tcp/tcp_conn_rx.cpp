@@ -33,28 +33,20 @@ void Conn::wait_readable() {
 }
 
 ssize_t Conn::recv_some(uint8_t *dst, size_t len) {
-    for (;;) {
-        ssize_t n = recv(fd_, dst, len, MSG_DONTWAIT);
-        if (n > 0) {
-            last_activity_ = Clock::now();
-            return n;
-        }
-        if (n == 0) {
-            if (rx_ == Rx::Header && rx_got_ == 0)
-                close(GDX_ERR_CONNECTION_RESET, "the peer closed the connection");
-            else // a message cut short is malformed, whatever the reason the peer stopped
-                protocol_error("truncated message: the peer closed the connection inside a " +
-                               std::string(rx_ == Rx::Header ? "frame header"
-                                           : rx_ == Rx::HelloBody ? "HELLO body"
-                                                                   : wire::msg_type_name(static_cast<uint8_t>(rx_cur_.type))));
-            return -1;
-        }
-        int err = errno;
-        if (err == EINTR) continue;
-        if (err == EAGAIN || err == EWOULDBLOCK) return 0;
+    int err = 0;
+    ssize_t n = recv_once(fd_, dst, len, &err);
+    if (n > 0) last_activity_ = Clock::now();
+    if (n >= 0) return n;
+    if (err != 0)
         close(status_of_errno(err), std::string("recv: ") + std::strerror(err));
-        return -1;
-    }
+    else if (rx_ == Rx::Header && rx_got_ == 0)
+        close(GDX_ERR_CONNECTION_RESET, "the peer closed the connection");
+    else // a message cut short is malformed, whatever the reason the peer stopped
+        protocol_error("truncated message: the peer closed the connection inside a " +
+                       std::string(rx_ == Rx::Header     ? "frame header"
+                                   : rx_ == Rx::HelloBody ? "HELLO body"
+                                                          : wire::msg_type_name(static_cast<uint8_t>(rx_cur_.type))));
+    return -1;
 }
 
 void Conn::on_readable() {
@@ -161,6 +153,11 @@ bool Conn::on_header() {
         return true;
     }
     if (h.type == wire::MsgType::Fence) { // not a request: it takes no reply slot
+        if (h.length / 8 > lanes_agreed_) {
+            protocol_error("FENCE lists " + std::to_string(h.length / 8) + " lanes; " + std::to_string(lanes_agreed_) +
+                           " were agreed");
+            return false;
+        }
         rx_ = Rx::FencePayload;
         rx_dst_ = fence_buf_;
         rx_left_ = h.length; // 8..8*kMaxLanes (decode_header)
@@ -299,11 +296,6 @@ bool Conn::on_payload_done() {
         if (state_ != State::Closed) performed_one();
         break;
     case Rx::FencePayload:
-        if (rx_cur_.length / 8 > lanes_agreed_) {
-            protocol_error("FENCE lists " + std::to_string(rx_cur_.length / 8) + " lanes; " +
-                           std::to_string(lanes_agreed_) + " were agreed");
-            return false;
-        }
         if (fence_satisfied()) {
             performed_one();
         } else { // read nothing more until the lanes have landed what the FENCE lists (fence_recheck)
@@ -330,22 +322,17 @@ bool Conn::on_hello_body() {
     }
     peer_max_requests_ = body.max_requests;
     hello_lanes_ = body.lanes;
-    if (rx_cur_.type == wire::MsgType::LaneHello) { // the endpoint it names takes the socket over
+    if (rx_cur_.type != wire::MsgType::HelloAck) {
+        // Passive side: nothing more is read until the endpoint HELLO names claims the connection (the peer
+        // sends nothing else before HELLO_ACK), or, for LANE_HELLO, until that endpoint takes the socket over.
         hello_ = rx_cur_;
         state_ = State::Unclaimed;
         stopped_reading_ = true;
         update_watch();
-        iface_->lane_hello_received(shared_from_this());
-        return false;
-    }
-    if (rx_cur_.type == wire::MsgType::Hello) {
-        // Passive side: hand the connection to the endpoint HELLO names; nothing more is read until that
-        // endpoint claims it (the peer sends nothing else before HELLO_ACK).
-        hello_ = rx_cur_;
-        state_ = State::Unclaimed;
-        stopped_reading_ = true;
-        update_watch();
-        iface_->hello_received(shared_from_this());
+        if (rx_cur_.type == wire::MsgType::LaneHello)
+            iface_->lane_hello_received(shared_from_this());
+        else
+            iface_->hello_received(shared_from_this());
         return false;
     }
     // Active side: the answer must come from the endpoint we asked for, addressed to us.

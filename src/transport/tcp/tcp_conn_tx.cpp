@@ -38,6 +38,15 @@ void Conn::release_slot(uint32_t index) {
     free_slots_.push_back(index);
 }
 
+// Every message of ours goes through here; a request (anything the target performs, FENCE included) is counted,
+// since stripes after a fence wait for the target to have performed that many.
+TxDesc &Conn::req_push(bool request) {
+    if (request) ++posted_;
+    TxDesc &d = req_ring_.push_back();
+    d = TxDesc{};
+    return d;
+}
+
 TxDesc *Conn::ctl_push() {
     TxDesc &d = ctl_ring_.push_back();
     d = TxDesc{};
@@ -54,13 +63,11 @@ gdx_status_t Conn::post_put(const uint8_t *buf, size_t len, uint64_t key_id, uin
     s.len = len;
     s.key_id = key_id;
     s.addr = addr;
-    TxDesc &d = req_ring_.push_back();
-    d = TxDesc{};
+    TxDesc &d = req_push(true);
     wire::encode_header({wire::MsgType::Put, GDX_OK, op_id_of(s, i), key_id, addr, len}, d.head);
     d.head_len = wire::kHeaderSize;
     d.payload = buf; // sent from the user's buffer: no copy
     d.payload_len = len;
-    ++posted_;
     flush_tx();
     return GDX_INPROGRESS;
 }
@@ -76,11 +83,9 @@ gdx_status_t Conn::post_get(uint8_t *buf, size_t len, uint64_t key_id, uint64_t 
     s.len = len;
     s.key_id = key_id;
     s.addr = addr;
-    TxDesc &d = req_ring_.push_back();
-    d = TxDesc{};
+    TxDesc &d = req_push(true);
     wire::encode_header({wire::MsgType::GetReq, GDX_OK, op_id_of(s, i), key_id, addr, len}, d.head);
     d.head_len = wire::kHeaderSize;
-    ++posted_;
     flush_tx();
     return GDX_INPROGRESS;
 }
@@ -95,8 +100,7 @@ gdx_status_t Conn::post_am(uint8_t id, const void *inline_data, size_t inline_le
         std::memcpy(bcopy, payload, len);
     }
     became_busy();
-    TxDesc &d = req_ring_.push_back();
-    d = TxDesc{};
+    TxDesc &d = req_push(true);
     wire::encode_header({wire::MsgType::Am, GDX_OK, 0, id, 0, inline_len + len}, d.head);
     if (inline_len > 0) std::memcpy(d.head + wire::kHeaderSize, inline_data, inline_len);
     d.head_len = static_cast<uint32_t>(wire::kHeaderSize + inline_len);
@@ -105,7 +109,6 @@ gdx_status_t Conn::post_am(uint8_t id, const void *inline_data, size_t inline_le
     d.payload_len = len;
     d.comp = comp;
     unflushed_am_ = true;
-    ++posted_;
     flush_tx();
     return comp != nullptr ? GDX_INPROGRESS : GDX_OK;
 }
@@ -123,20 +126,17 @@ gdx_status_t Conn::post_flush(Completion *comp, bool *done_now) {
     uint32_t i = 0;
     alloc_slot(wire::MsgType::Flush, &i);
     slots_[i].comp = comp;
-    TxDesc &d = req_ring_.push_back();
-    d = TxDesc{};
+    TxDesc &d = req_push(true);
     wire::encode_header({wire::MsgType::Flush, GDX_OK, op_id_of(slots_[i], i), 0, 0, 0}, d.head);
     d.head_len = wire::kHeaderSize;
     unflushed_am_ = false;
-    ++posted_;
     flush_tx();
     return GDX_INPROGRESS;
 }
 
 gdx_status_t Conn::post_lane_want() {
     if (state_ != State::Up || req_ring_.full()) return GDX_ERR_NO_RESOURCE;
-    TxDesc &d = req_ring_.push_back();
-    d = TxDesc{};
+    TxDesc &d = req_push(false);
     wire::encode_header({wire::MsgType::LaneWant, GDX_OK, 0, 0, 0, 0}, d.head);
     d.head_len = wire::kHeaderSize;
     flush_tx();
@@ -147,12 +147,10 @@ gdx_status_t Conn::post_fence(const uint64_t *counts, unsigned n) {
     if (state_ != State::Up || req_ring_.full()) return GDX_ERR_NO_RESOURCE;
     if (n == 0 || n > lanes_agreed_) return GDX_FAIL(GDX_ERR_INTERNAL, "tcp", "FENCE over %u of %u lanes", n, lanes_agreed_);
     became_busy();
-    TxDesc &d = req_ring_.push_back();
-    d = TxDesc{};
+    TxDesc &d = req_push(true);
     wire::encode_header({wire::MsgType::Fence, GDX_OK, 0, 0, 0, uint64_t{n} * 8}, d.head);
     for (unsigned i = 0; i < n; ++i) wire::store_le64(d.head + wire::kHeaderSize + 8 * i, counts[i]);
     d.head_len = static_cast<uint32_t>(wire::kHeaderSize + 8 * n);
-    ++posted_;
     flush_tx();
     return GDX_OK;
 }

@@ -15,7 +15,7 @@ TcpEndpoint::~TcpEndpoint() {
         conn_->close(GDX_ERR_CANCELED, "endpoint destroyed");
         conn_.reset();
     }
-    close_lanes(GDX_ERR_CANCELED);
+    forget_lanes();
     if (pending_head_ != nullptr)
         GDX_DEBUG("tcp", "endpoint 0x%016" PRIx64 " destroyed with parked requests; they are dropped", id_);
     iface_->ep_destroyed(this);
@@ -30,7 +30,7 @@ void TcpEndpoint::orphan() {
         conn_->close(GDX_ERR_CANCELED, "interface destroyed before its endpoint");
         conn_.reset();
     }
-    close_lanes(GDX_ERR_CANCELED);
+    forget_lanes();
     if (error_ == GDX_OK) error_ = GDX_ERR_CANCELED;
     iface_ = nullptr;
 }
@@ -182,10 +182,12 @@ gdx_status_t TcpEndpoint::put(const void *buf, size_t len, const MemHandle *lmem
     if (st == GDX_OK) st = check_remote("put", remote_addr, len, rkey, kAccessRemoteWrite, &key);
     if (st == GDX_OK) st = ready_for_op("put");
     if (st != GDX_OK) return st;
-    if (len >= iface_->stripe_min() && !lanes_wanted_ && !lanes_.empty()) want_lanes(); // used once up
-    if (lanes_up_ > 0 && len >= iface_->stripe_min()) {
-        st = put_striped(static_cast<const uint8_t *>(buf), len, key, remote_addr, comp);
-        if (st != GDX_ERR_NO_RESOURCE) return st; // otherwise no record free: the main connection takes it
+    if (len >= iface_->stripe_min() && !lanes_.empty()) {
+        if (!lanes_wanted_) want_lanes(); // they come up asynchronously; this put takes the main connection
+        if (lanes_up_ > 0) {
+            st = put_striped(static_cast<const uint8_t *>(buf), len, key, remote_addr, comp);
+            if (st != GDX_ERR_NO_RESOURCE) return st; // otherwise no record free: the main connection takes it
+        }
     }
     if ((st = before_main_op()) != GDX_OK) return st;
     return conn_->post_put(static_cast<const uint8_t *>(buf), len, key, remote_addr, comp);
@@ -264,7 +266,7 @@ gdx_status_t TcpEndpoint::pending_add(PendingRequest *req) {
     if (req == nullptr || req->func == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "pending_add: null request or request without func");
     if (iface_ == nullptr || error_ != GDX_OK) return ready_for_op("pending_add");
-    if (pending_head_ == nullptr && conn_ && conn_->has_room(fence_owed_ ? 2 : 1)) return GDX_ERR_BUSY; // retry yourself
+    if (pending_head_ == nullptr && room_for_request()) return GDX_ERR_BUSY; // retry yourself
     req->next = nullptr;
     if (pending_tail_ != nullptr)
         pending_tail_->next = req;
@@ -275,7 +277,7 @@ gdx_status_t TcpEndpoint::pending_add(PendingRequest *req) {
 }
 
 bool TcpEndpoint::pending_runnable() const {
-    return pending_head_ != nullptr && (error_ != GDX_OK || (conn_ && conn_->has_room(fence_owed_ ? 2 : 1)));
+    return pending_head_ != nullptr && (error_ != GDX_OK || room_for_request());
 }
 
 unsigned TcpEndpoint::dispatch_pending() {

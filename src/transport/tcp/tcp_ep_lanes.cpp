@@ -131,24 +131,17 @@ gdx_status_t TcpEndpoint::put_striped(const uint8_t *buf, size_t len, uint64_t k
     uint64_t piece = ((len / n) + 4095) & ~uint64_t{4095};
     uint32_t tag = striped_free_.back();
     striped_free_.pop_back();
-    if (epoch_left_.empty()) epoch_base_ = flush_epoch_;
-    while (epoch_base_ + epoch_left_.size() <= flush_epoch_) epoch_left_.push_back(0);
-    ++epoch_left_[flush_epoch_ - epoch_base_];
     StripedPut &r = striped_[tag];
-    r = StripedPut{comp, 0, flush_epoch_, GDX_OK};
-    uint64_t cut[wire::kMaxLanes + 1];
-    size_t off = 0;
-    for (uint64_t k = 0; k < n && off < len; ++k) {
-        cut[r.left++] = off;
-        off += k + 1 == n ? len - off : std::min<uint64_t>(piece, len - off);
-    }
-    cut[r.left] = len;
-    uint32_t stripes = r.left; // the results come back through progress(), never during this loop
-    for (uint32_t k = 0; k < stripes; ++k) {
+    r = StripedPut{comp, 0, ++striped_seq_, GDX_OK};
+    // r.left counts the stripes as they go: their results come back through progress(), never in this loop.
+    for (uint64_t k = 0, off = 0; k < n && off < len; ++k) {
+        uint64_t l = k + 1 == n ? len - off : std::min<uint64_t>(piece, len - off);
         while (!lanes_[next_lane_ % lanes_.size()]) ++next_lane_;
         const std::shared_ptr<Lane> &lane = lanes_[next_lane_++ % lanes_.size()];
         ++lane->issued;
-        lane->worker->submit(lane, {buf + cut[k], cut[k + 1] - cut[k], key, addr + cut[k], fence_mark_, tag});
+        ++r.left;
+        lane->worker->submit(lane, {buf + off, l, key, addr + off, fence_mark_, tag});
+        off += l;
     }
     stripes_since_fence_ = true;
     return GDX_INPROGRESS;
@@ -159,11 +152,6 @@ void TcpEndpoint::stripe_done(uint32_t tag, gdx_status_t st) {
     if (st != GDX_OK && r.status == GDX_OK) r.status = st;
     if (--r.left > 0) return;
     iface_->complete_later(r.comp, r.status);
-    --epoch_left_[r.epoch - epoch_base_];
-    while (!epoch_left_.empty() && epoch_left_.front() == 0 && epoch_base_ < flush_epoch_) {
-        epoch_left_.pop_front();
-        ++epoch_base_;
-    }
     r = StripedPut{};
     striped_free_.push_back(tag);
     if (striped_free_.size() == striped_.size()) {
@@ -171,13 +159,13 @@ void TcpEndpoint::stripe_done(uint32_t tag, gdx_status_t st) {
         fence_owed_ = false;
         stripes_since_fence_ = false;
     }
-    finish_flushes();
+    if (!flushes_.empty()) finish_flushes();
     room_freed();
 }
 
-bool TcpEndpoint::epochs_done_through(uint32_t epoch) const {
-    for (size_t i = 0; i < epoch_left_.size() && epoch_base_ + i <= epoch; ++i)
-        if (epoch_left_[i] != 0) return false;
+bool TcpEndpoint::striped_done_through(uint64_t seq) const {
+    for (const StripedPut &r : striped_)
+        if (r.left > 0 && r.seq <= seq) return false;
     return true;
 }
 
@@ -192,7 +180,7 @@ gdx_status_t TcpEndpoint::flush_with_stripes(Completion *comp) {
     }
     w->ep = this;
     w->user = comp;
-    w->epoch = flush_epoch_;
+    w->after_seq = striped_seq_;
     w->count = 1;
     w->cb = [](Completion *c) {
         auto *f = static_cast<FlushWait *>(c);
@@ -203,7 +191,6 @@ gdx_status_t TcpEndpoint::flush_with_stripes(Completion *comp) {
     gdx_status_t st = conn_->post_flush(w.get(), &done_now);
     if (st != GDX_OK && st != GDX_INPROGRESS) return st;
     w->main_done = done_now;
-    ++flush_epoch_;
     flushes_.push_back(std::move(w));
     return GDX_INPROGRESS;
 }
@@ -211,7 +198,7 @@ gdx_status_t TcpEndpoint::flush_with_stripes(Completion *comp) {
 void TcpEndpoint::finish_flushes() {
     while (!flushes_.empty()) {
         FlushWait &f = *flushes_.front();
-        if (!f.main_done || !epochs_done_through(f.epoch)) return;
+        if (!f.main_done || !striped_done_through(f.after_seq)) return;
         Completion *user = f.user;
         gdx_status_t st = f.status;
         flushes_.pop_front(); // may be the Completion whose callback runs now: nothing touches it after
@@ -237,13 +224,17 @@ void TcpEndpoint::close_lanes(gdx_status_t st) {
             for (const StripeJob &j : left) stripe_done(j.tag, st);
         }
     }
-    // Results the workers posted before letting go are still queued; they name these lanes, which keep
-    // pointing here until the endpoint goes (its destructor drains them first).
-    if (st == GDX_ERR_CANCELED && iface_ != nullptr) iface_->drain_lane_events();
-    for (auto &l : lanes_)
-        if (l && st == GDX_ERR_CANCELED) l->owner = nullptr;
-    // Flushes waiting on stripes: those stripes have all been reported now.
+    // Flushes waiting on stripes whose results were just reported.
     finish_flushes();
+}
+
+// The endpoint goes. Results the workers posted before letting go are still queued and name these lanes:
+// handle them while the endpoint is alive, then cut the lanes loose (a result found later is dropped).
+void TcpEndpoint::forget_lanes() {
+    close_lanes(GDX_ERR_CANCELED);
+    if (iface_ != nullptr) iface_->drain_lane_events();
+    for (auto &l : lanes_)
+        if (l) l->owner = nullptr;
 }
 
 void TcpEndpoint::on_lane_event(const LaneEvent &ev) {

@@ -23,8 +23,8 @@ TcpIface::TcpIface(std::string device, const Config &cfg)
     conn_timeout_ = cfg.duration(ConfigId::CONN_TIMEOUT);
     sockbuf_ = static_cast<int>(cfg.size(ConfigId::TCP_SOCKBUF));
     if (lanes_from_config(cfg, &lanes_cfg_) != GDX_OK) lanes_cfg_ = 0; // open() checked it first
-    lane_threads_ = static_cast<unsigned>(std::clamp<uint64_t>(cfg.uint(ConfigId::TCP_LANE_THREADS), 1, 64));
-    stripe_min_ = std::max<uint64_t>(cfg.size(ConfigId::TCP_STRIPE_MIN), 4096);
+    lane_threads_ = static_cast<unsigned>(cfg.uint(ConfigId::TCP_LANE_THREADS));
+    stripe_min_ = cfg.size(ConfigId::TCP_STRIPE_MIN);
 }
 
 TcpIface::~TcpIface() {

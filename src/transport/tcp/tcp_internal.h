@@ -30,6 +30,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <sys/socket.h>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -60,6 +61,19 @@ inline gdx_status_t status_of_errno(int err) {
     if (err == ETIMEDOUT) return GDX_ERR_TIMEOUT; // TCP_USER_TIMEOUT or keepalive gave up
     if (err == EHOSTUNREACH || err == ENETUNREACH) return GDX_ERR_UNREACHABLE;
     return GDX_ERR_CONNECTION_RESET;
+}
+
+// One non-blocking recv(), retried on EINTR: > 0 bytes read, 0 would block, -1 the peer closed the stream
+// (*err = 0) or recv failed (*err = errno). The caller says which message was cut short, and where.
+inline ssize_t recv_once(int fd, uint8_t *dst, size_t len, int *err) {
+    for (;;) {
+        ssize_t n = ::recv(fd, dst, len, MSG_DONTWAIT);
+        if (n > 0) return n;
+        *err = n == 0 ? 0 : errno;
+        if (n == 0) return -1;
+        if (*err == EINTR) continue;
+        return *err == EAGAIN || *err == EWOULDBLOCK ? 0 : -1;
+    }
 }
 
 template <class T>
@@ -161,7 +175,6 @@ class Conn : public std::enable_shared_from_this<Conn> {
     uint64_t posted() const { return posted_; } // requests written to this stream (what a stripe may wait for)
     unsigned lanes_agreed() const { return lanes_agreed_; }
     uint32_t peer_max_requests() const { return peer_max_requests_; }
-    bool is_lane_hello() const { return hello_.type == wire::MsgType::LaneHello; }
     unsigned hello_lane_index() const { return hello_lanes_; }
     // Passive side of a lane: hands the socket to the caller and ends this object without a log line.
     int hand_over_socket();
@@ -192,6 +205,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
 
     // ---- tcp_conn_tx.cpp: send rings
     TxDesc *ctl_push();
+    TxDesc &req_push(bool request); // false: LANE_WANT, which the target does not count
     void flush_tx();
     void wait_writable();
     void tx_written(TxDesc &d, bool is_ctl);
@@ -310,7 +324,7 @@ class TcpEndpoint final : public Endpoint {
     bool dials() const { return dialer_; }
     // Opens the lanes (dialing side) or asks the peer to (the other side), once; lanes come up asynchronously.
     void want_lanes();
-    uint64_t stripes_issued() const { // for gdx_info-style reports and tests
+    uint64_t stripes_issued() const { // for tests
         uint64_t n = 0;
         for (const auto &l : lanes_) n += l ? l->issued : 0;
         return n;
@@ -336,26 +350,28 @@ class TcpEndpoint final : public Endpoint {
     struct LaneDial;
     struct StripedPut {
         Completion *comp = nullptr;
-        uint32_t left = 0;            // stripes not yet acknowledged
-        uint32_t epoch = 0;           // flushes issued before it
+        uint32_t left = 0;            // stripes not yet acknowledged (0: the record is free)
+        uint64_t seq = 0;             // issue order among striped puts
         gdx_status_t status = GDX_OK; // the first error among its stripes
     };
     // A flush that also waits for striped puts: its own completion counts the main connection's FLUSH.
     struct FlushWait : Completion {
         TcpEndpoint *ep = nullptr;
         Completion *user = nullptr;
-        uint32_t epoch = 0;
+        uint64_t after_seq = 0; // waits for the striped puts up to this one
         bool main_done = false;
     };
     asio::ip::tcp::endpoint peer_endpoint() const; // where remote_ listens
     gdx_status_t before_main_op();  // writes an owed FENCE first
+    bool room_for_request() const { return conn_ && conn_->has_room(fence_owed_ ? 2 : 1); } // FENCE included
     gdx_status_t put_striped(const uint8_t *buf, size_t len, uint64_t key, uint64_t addr, Completion *comp);
     void stripe_done(uint32_t tag, gdx_status_t st);
     void dial_lanes();
     void close_lanes(gdx_status_t st); // lanes let go; stripes not yet reported complete with st
+    void forget_lanes();               // the endpoint goes: close_lanes, then handle their queued results
     gdx_status_t flush_with_stripes(Completion *comp);
     void finish_flushes();
-    bool epochs_done_through(uint32_t epoch) const;
+    bool striped_done_through(uint64_t seq) const;
 
     gdx_status_t ready_for_op(const char *what);
     gdx_status_t check_local(const char *what, const void *buf, size_t len, const MemHandle *memh, unsigned need);
@@ -384,8 +400,7 @@ class TcpEndpoint final : public Endpoint {
     bool stripes_since_fence_ = false; // stripes a FENCE has not listed yet
     bool fence_owed_ = false;          // fence() was called after such stripes: FENCE before the next message
     uint64_t fence_mark_ = 0;          // main-connection requests a stripe issued now must wait for
-    uint32_t flush_epoch_ = 0, epoch_base_ = 0;
-    std::deque<uint32_t> epoch_left_;  // striped puts outstanding per epoch, from epoch_base_
+    uint64_t striped_seq_ = 0;         // striped puts issued
     std::deque<std::unique_ptr<FlushWait>> flushes_;
 };
 

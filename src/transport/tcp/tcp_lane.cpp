@@ -156,25 +156,17 @@ void Lane::flush_tx(LaneWorker &w) {
 }
 
 ssize_t Lane::recv_some(LaneWorker &w, uint8_t *dst, size_t len) {
-    for (;;) {
-        ssize_t n = recv(fd_, dst, len, MSG_DONTWAIT);
-        if (n > 0) {
-            last_activity_ = Clock::now();
-            return n;
-        }
-        if (n == 0) {
-            if (rx_ == Rx::Header && rx_got_ == 0)
-                fail(w, GDX_ERR_CONNECTION_RESET, "the peer closed the connection");
-            else
-                fail(w, GDX_ERR_PROTOCOL, "truncated message: the peer closed the connection inside a stripe");
-            return -1;
-        }
-        int err = errno;
-        if (err == EINTR) continue;
-        if (err == EAGAIN || err == EWOULDBLOCK) return 0;
+    int err = 0;
+    ssize_t n = recv_once(fd_, dst, len, &err);
+    if (n > 0) last_activity_ = Clock::now();
+    if (n >= 0) return n;
+    if (err != 0)
         fail(w, status_of_errno(err), std::string("recv: ") + std::strerror(err));
-        return -1;
-    }
+    else if (rx_ == Rx::Header && rx_got_ == 0)
+        fail(w, GDX_ERR_CONNECTION_RESET, "the peer closed the connection");
+    else
+        fail(w, GDX_ERR_PROTOCOL, "truncated message: the peer closed the connection inside a stripe");
+    return -1;
 }
 
 void Lane::on_readable(LaneWorker &w) {
