@@ -2,8 +2,9 @@
 //   shm     host -> host: put/get bandwidth (64 KiB .. 64 MiB) and AM latency (8 B, 1 KiB, half round trip)
 //   ipc     GPU a -> GPU b with cuda_ipc: put bandwidth at 1 MiB / 16 MiB / 256 MiB as the receiver sees it
 //           (the bytes have landed when the peer's AM handler runs), put+AM latency at 8 B / 1 KiB
-//   staged  P2P off: GPU a -> shared pinned slots -> GPU b (each side's DMA, no CPU copy); same sizes
-// Usage: intranode_bench [--mode shm|ipc|staged|all] [--gpus A,B] [--scale N] [--size BYTES (shm bw only)]
+// Staged GPU memory (P2P off) is not measured here: gdx_perftest -x shm measures it through gdx_put, the path users
+// take (bench/intranode_vs_nccl.sh runs both).
+// Usage: intranode_bench [--mode shm|ipc|all] [--gpus A,B] [--scale N] [--size BYTES (shm bw only)]
 // Prints a command/date/machine header and one table row per measurement; never judges (no thresholds).
 #include "intranode_bench.h"
 
@@ -345,6 +346,5 @@ int main(int argc, char **argv) {
     int rc = 0;
     if (mode == "shm" || mode == "all") rc |= lead_shm(scale, false) | lead_shm(scale, true);
     if (mode == "ipc" || mode == "all") rc |= lead_ipc(gpu_a, gpu_b, scale);
-    if (mode == "staged" || mode == "all") rc |= lead_staged(gpu_a, gpu_b, scale);
     return rc;
 }

@@ -69,7 +69,6 @@ std::string machine_header(int argc, char **argv);
 // Modes. Lead runs the measurement and prints rows; peer serves it (run from main on --role peer).
 int lead_shm(int iters_scale, bool ring);
 int lead_ipc(int gpu_a, int gpu_b, int iters_scale);
-int lead_staged(int gpu_a, int gpu_b, int iters_scale);
 int peer_main(const std::string &mode, int gpu);
 
 // One result row: "| path | metric | size | value unit | detail |".

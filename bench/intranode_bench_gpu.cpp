@@ -1,19 +1,15 @@
-// intranode_bench: the peer side of every mode, the GPU modes (cuda_ipc P2P, staged through shared slots) and
-// GPU helpers. The staged mode is a minimal two-process pipeline over SharedSlots: the sender's D2H DMA into a
-// slot, post; the receiver's H2D DMA out of it, release. It measures what the transport offers the staging
-// engine, not the engine itself.
+// intranode_bench: the peer side of every mode, the GPU mode (cuda_ipc P2P) and GPU helpers. Staged GPU memory is
+// measured through the product's path only (gdx_perftest -x shm: gdx_put -> staging engine -> shm).
 #include "intranode_bench.h"
 
 #include "core/error.h"
 #include "memtype/memtype.h"
-#include "transport/shm/shared_slots.h"
 #if GDX_HAVE_CUDA_H
 #include "memtype/cuda_driver.h"
 #endif
 
 #include <cstdio>
 #include <cstring>
-#include <deque>
 
 namespace gdx::bench {
 
@@ -80,109 +76,6 @@ Reg reg(Transport &t, void *p, size_t len, const mem::MemInfo &mi) {
     return r;
 }
 
-#if GDX_HAVE_CUDA_H
-// A few streams and events of one GPU doing host<->device DMA, completion polled in order per job.
-struct Dma {
-    struct Job {
-        CUevent ev;
-        uint32_t slot;
-        size_t len;
-        uint64_t tag;
-    };
-    int dev = 0;
-    CUstream s[2] = {};
-    unsigned rr = 0;
-    std::deque<Job> inflight;
-    std::vector<CUevent> spare;
-    void init(int d) {
-        dev = d;
-        cuda::DeviceScope sc(d);
-        for (auto &x : s) cuda::driver()->cuStreamCreate(&x, CU_STREAM_NON_BLOCKING);
-    }
-    ~Dma() {
-        cuda::DeviceScope sc(dev);
-        for (auto &j : inflight) spare.push_back(j.ev);
-        for (CUevent e : spare) cuda::driver()->cuEventDestroy(e);
-        for (auto &x : s)
-            if (x) cuda::driver()->cuStreamDestroy(x);
-    }
-    void start(void *dst, const void *src, size_t n, bool d2h, uint32_t slot, uint64_t tag) {
-        const cuda::DriverApi *api = cuda::driver();
-        cuda::DeviceScope sc(dev);
-        CUstream st = s[rr++ % 2];
-        (void)d2h; // unified addressing: cuMemcpyAsync finds the direction from the pointers
-        CUresult r = api->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), n, st);
-        CUevent ev;
-        if (!spare.empty()) {
-            ev = spare.back();
-            spare.pop_back();
-        } else {
-            api->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
-        }
-        if (r == CUDA_SUCCESS) r = api->cuEventRecord(ev, st);
-        if (r != CUDA_SUCCESS) {
-            std::fprintf(stderr, "DMA: %s\n", cuda::error_text(r).c_str());
-            std::exit(2);
-        }
-        inflight.push_back({ev, slot, n, tag});
-    }
-    bool poll(Job *out) {
-        if (inflight.empty()) return false;
-        cuda::DeviceScope sc(dev);
-        CUresult r = cuda::driver()->cuEventQuery(inflight.front().ev);
-        if (r == CUDA_ERROR_NOT_READY) return false;
-        if (r != CUDA_SUCCESS) {
-            std::fprintf(stderr, "DMA event: %s\n", cuda::error_text(r).c_str());
-            std::exit(2);
-        }
-        *out = inflight.front();
-        spare.push_back(out->ev);
-        inflight.pop_front();
-        return true;
-    }
-};
-
-template <class F> void until(tp::Interface &ifc, F done) {
-    while (!done()) ifc.progress();
-}
-
-// Staged sender: every fragment of every message: acquire a slot, D2H into it, post when the DMA is done.
-void staged_send(Transport &t, tp::shm::SharedSlots &s, Dma &dma, const uint8_t *src, size_t size, size_t count) {
-    size_t frag = std::min(size, s.slot_size());
-    auto post_done = [&] {
-        Dma::Job j;
-        while (dma.poll(&j)) until(*t.iface, [&] { return s.post(j.slot, j.len, j.tag) != GDX_ERR_NO_RESOURCE; });
-    };
-    for (size_t m = 0; m < count; ++m) {
-        for (size_t off = 0; off < size; off += frag) {
-            uint32_t slot;
-            for (;;) {
-                if (s.acquire(&slot) == GDX_OK) break;
-                post_done();
-                t.iface->progress();
-            }
-            dma.start(s.slot(slot), src + off, std::min(frag, size - off), true, slot, off);
-            post_done();
-        }
-    }
-    while (!dma.inflight.empty()) post_done();
-}
-
-// Staged receiver: `frags` filled slots, H2D each to dst + tag, release when the DMA is done.
-void staged_recv(Transport &t, tp::shm::SharedSlots &s, Dma &dma, uint8_t *dst, size_t frags) {
-    size_t completed = 0;
-    while (completed < frags) {
-        tp::shm::SlotInfo si;
-        if (s.poll(&si) == GDX_OK) dma.start(dst + si.tag, s.slot(si.slot), si.len, false, si.slot, si.tag);
-        Dma::Job j;
-        while (dma.poll(&j)) {
-            until(*t.iface, [&] { return s.release(j.slot) != GDX_ERR_NO_RESOURCE; });
-            ++completed;
-        }
-        t.iface->progress();
-    }
-}
-#endif
 
 } // namespace
 
@@ -215,11 +108,6 @@ int peer_main(const std::string &mode, int gpu) {
     uint64_t lead_addr = 0;
     std::unique_ptr<tp::RemoteKey> lead_key;
     uint64_t seen_bw = 0;
-#if GDX_HAVE_CUDA_H
-    std::unique_ptr<tp::shm::SharedSlots> in, out;
-    Dma dma;
-    if (mode == "staged") dma.init(gpu);
-#endif
     for (;;) {
         t.iface->progress();
         if (ipc && g_am[1] > 0 && lead_key) { // ping: the same bytes back into the lead's buffer, then the pong
@@ -251,40 +139,7 @@ int peer_main(const std::string &mode, int gpu) {
             }
             peer_write_line("ok");
         }
-#if GDX_HAVE_CUDA_H
-        else if (w[0] == "slots") {
-            gdx_status_t st;
-            until(*t.iface, [&] {
-                return (st = tp::shm::SharedSlots::accept(t.ep.get(), gpu, false, &in)) != GDX_ERR_NO_RESOURCE;
-            });
-            tp::shm::SlotsParams p;
-            p.nslots = 8;
-            p.slot_size = 4u << 20;
-            p.device = gpu;
-            if (st == GDX_OK) st = tp::shm::SharedSlots::create(t.ep.get(), p, &out);
-            if (st == GDX_OK) until(*t.iface, [&] { return out->state() != GDX_INPROGRESS; });
-            peer_write_line(st == GDX_OK ? "ok " + std::to_string(in->gpu_registered() && out->gpu_registered())
-                                         : "err " + std::to_string(st));
-        } else if (w[0] == "recv" && in) {
-            size_t size = std::stoull(w[1]), count = std::stoull(w[2]);
-            size_t frag = std::min(size, in->slot_size());
-            staged_recv(t, *in, dma, static_cast<uint8_t *>(buf), count * ((size + frag - 1) / frag));
-            issue(*t.iface, [&] { return t.ep->am_short(3, nullptr, 0); });
-            peer_write_line("ok");
-        } else if (w[0] == "pong" && in && out) {
-            size_t size = std::stoull(w[1]), iters = std::stoull(w[2]);
-            for (size_t i = 0; i < iters; ++i) {
-                staged_recv(t, *in, dma, static_cast<uint8_t *>(buf), 1);
-                staged_send(t, *out, dma, static_cast<uint8_t *>(buf), size, 1);
-            }
-            peer_write_line("ok");
-        }
-#endif
     }
-#if GDX_HAVE_CUDA_H
-    in.reset();
-    out.reset();
-#endif
     r.mh.reset();
     t.ep.reset();
     if (mode != "shm") gpu_free(gpu, buf);
@@ -358,86 +213,6 @@ int lead_ipc(int a, int b, int scale) {
     t.ep.reset();
     gpu_free(a, buf);
     return 0;
-}
-
-// ---- lead: staged through shared slots ----------------------------------------------------------------------
-
-int lead_staged(int a, int b, int scale) {
-#if GDX_HAVE_CUDA_H
-    if (gpu_count() < std::max(a, b) + 1) {
-        row("staged (P2P off)", "skipped", "-", 0, "", "needs GPUs " + std::to_string(a) + "," + std::to_string(b));
-        return 0;
-    }
-    Transport t;
-    open_or_die("shm", "memory", &t);
-    for (uintptr_t id = 1; id < 8; ++id) t.iface->set_am_handler(static_cast<uint8_t>(id), on_am, reinterpret_cast<void *>(id));
-    void *buf = nullptr;
-    if (!gpu_alloc(a, kGpuBuf, &buf)) return 2;
-    gpu_memset(a, buf, 2, kGpuBuf);
-    auto peer = Peer::spawn({"--role", "peer", "--mode", "staged", "--gpu", std::to_string(b)}, {});
-    std::vector<std::string> pa = words(peer->recv(60)), pb = words(peer->recv(60));
-    if (pa.size() != 2 || pb.size() != 3) return std::fprintf(stderr, "staged peer did not start\n"), 2;
-    auto addr = t.ep->address();
-    peer->send("connect " + hex(addr.data(), addr.size()));
-    connect_or_die(t, unhex(pa[1]));
-    if (peer->recv(60, [&] { t.iface->progress(); }) != "ok") return 2;
-    tp::shm::SlotsParams p;
-    p.nslots = 8;
-    p.slot_size = 4u << 20;
-    p.device = a;
-    std::unique_ptr<tp::shm::SharedSlots> out, in;
-    if (tp::shm::SharedSlots::create(t.ep.get(), p, &out) != GDX_OK) return 2;
-    peer->send("slots");
-    until(*t.iface, [&] { return out->state() != GDX_INPROGRESS; });
-    until(*t.iface, [&] { return tp::shm::SharedSlots::accept(t.ep.get(), a, false, &in) != GDX_ERR_NO_RESOURCE; });
-    std::string ok = peer->recv(60, [&] { t.iface->progress(); });
-    if (!in || out->state() != GDX_OK || ok.rfind("ok", 0) != 0) return std::fprintf(stderr, "slots: %s\n", ok.c_str()), 2;
-    std::string reg_note = out->gpu_registered() && ok == "ok 1" ? "slots registered for DMA both sides"
-                                                                 : "slots NOT registered: " + out->why_not_gpu();
-    Dma dma;
-    dma.init(a);
-    std::string path = "staged GPU" + std::to_string(a) + "->GPU" + std::to_string(b);
-    for (size_t size : {size_t{8}, size_t{1024}}) {
-        size_t iters = 2000 * static_cast<size_t>(scale);
-        peer->send("pong " + std::to_string(size) + " " + std::to_string(iters + 200));
-        std::vector<double> half;
-        for (size_t i = 0; i < iters + 200; ++i) {
-            auto t0 = Clock::now();
-            staged_send(t, *out, dma, static_cast<uint8_t *>(buf), size, 1);
-            staged_recv(t, *in, dma, static_cast<uint8_t *>(buf), 1);
-            if (i >= 200) half.push_back(secs(Clock::now() - t0) * 1e6 / 2);
-        }
-        peer->recv(60, [&] { t.iface->progress(); });
-        row(path.c_str(), "lat", size_name(size), median(half), "us",
-            "D2H+post / poll+H2D ping-pong, half round trip, median of " + std::to_string(iters));
-    }
-    for (size_t size : {size_t{1} << 20, size_t{16} << 20, size_t{256} << 20}) {
-        size_t count = std::max<size_t>(4, (size_t{2} << 30) * scale / size);
-        std::vector<double> reps;
-        for (int rep = 0; rep < 4; ++rep) {
-            uint64_t want = g_am[3] + 1;
-            peer->send("recv " + std::to_string(size) + " " + std::to_string(count));
-            auto t0 = Clock::now();
-            staged_send(t, *out, dma, static_cast<uint8_t *>(buf), size, count);
-            while (g_am[3] < want) t.iface->progress();
-            if (rep > 0) reps.push_back(count * size / secs(Clock::now() - t0) / 1e9);
-            peer->recv(60, [&] { t.iface->progress(); });
-        }
-        row(path.c_str(), "bw", size_name(size), median(reps), "GB/s",
-            std::to_string(count) + " msgs, 8x4MiB slots, " + reg_note + ", receiver's view, median of 3");
-    }
-    peer->send("exit");
-    out.reset();
-    in.reset();
-    peer.reset();
-    t.ep.reset();
-    gpu_free(a, buf);
-    return 0;
-#else
-    (void)a, (void)b, (void)scale;
-    row("staged (P2P off)", "skipped", "-", 0, "", "built without cuda.h");
-    return 0;
-#endif
 }
 
 } // namespace gdx::bench

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gdx's intra-node paths and NCCL side by side, GPU A -> GPU B, in one go, printed as one table.
 #   bench/intranode_vs_nccl.sh [BUILD_DIR] [GPUS]        defaults: build 0,1
-# Runs intranode_bench (shm host->host, cuda_ipc P2P, staged through shared slots) then nccl_anchor in its p2p,
+# Runs intranode_bench (shm host->host, cuda_ipc P2P), gdx_perftest -x shm with GPU memory on both sides (staged:
+# gdx_put -> staging engine -> shm, the path users take), then nccl_anchor in its p2p,
 # shm (NCCL_P2P_DISABLE=1) and socket (+NCCL_SHM_DISABLE=1) modes. Every stage runs under `timeout`, so the
 # whole run is bounded (< 4 minutes); no interaction. Raw output goes to
 # bench/results/intranode-vs-nccl-<UTC time>.txt, with the table appended at its end.
@@ -11,8 +12,8 @@ BUILD=${1:-build}
 GPUS=${2:-0,1}
 mkdir -p bench/results
 OUT=bench/results/intranode-vs-nccl-$(date -u +%Y%m%d-%H%M%S).txt
-for b in intranode_bench nccl_anchor; do
-  [ -x "$BUILD/bench/$b" ] || { echo "missing $BUILD/bench/$b: build first (ninja -C $BUILD $b)" >&2; exit 2; }
+for b in bench/intranode_bench bench/nccl_anchor perftest/gdx_perftest; do
+  [ -x "$BUILD/$b" ] || { echo "missing $BUILD/$b: build first (ninja -C $BUILD ${b#*/})" >&2; exit 2; }
 done
 
 {
@@ -33,6 +34,17 @@ stage() { # stage <seconds> <command...>
 }
 
 stage 130 "$BUILD/bench/intranode_bench" --mode all --gpus "$GPUS"
+# Staged GPU -> GPU through the product: gdx_perftest's CSV rows, rewritten as table lines like intranode_bench's.
+staged_rows() {
+  "$BUILD/perftest/gdx_perftest" --loopback -x shm -m "cuda:${GPUS%,*}" -M "cuda:${GPUS#*,}" -t put_bw,put_lat \
+    -s 8,1M,256M --validate --csv --no-decisions |
+    awk -F, '$1 ~ /^put_/ { s = $2 == 8 ? "8B" : ($2 == 1048576 ? "1MiB" : ($2 == 268435456 ? "256MiB" : $2 "B"))
+                            if ($1 == "put_bw" && $2 > 8) printf "| staged %s | bw | %s | %s GB/s |\n", $10, s, $12
+                            if ($1 == "put_lat" && $2 == 8) printf "| staged %s | lat | %s | %s us |\n", $10, s, $16 }'
+}
+export BUILD GPUS
+export -f staged_rows
+stage 120 bash -c staged_rows
 for m in p2p shm socket; do
   stage 30 "$BUILD/bench/nccl_anchor" --mode "$m" --gpus "$GPUS"
 done

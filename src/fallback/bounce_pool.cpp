@@ -25,11 +25,26 @@ gdx_status_t BouncePool::create(tp::MemoryDomain &md, mem::MemKind kind, int dev
     p->bytes_ = size_t(n) * layout.slot_size;
     const mem::Ops &row = mem::ops(kind);
     void *mem = nullptr;
-    if (gdx_status_t st = alloc_near_device(row, p->bytes_, kind == mem::MemKind::Host ? -1 : device, &mem,
-                                            &p->placement_);
-        st != GDX_OK)
-        return GDX_FAIL(st, kComp, "bounce pool %u: %s host_alloc of %s for device %d failed", id, row.name,
-                        format_size(p->bytes_).c_str(), device);
+    const int near = kind == mem::MemKind::Host ? -1 : device;
+    // Where the transport can share memory with its peers (kCapPeerMap), the pool lives in a shared segment that
+    // peers map: a peer's copy engine then writes our slots directly (README.md, "Zero-copy between processes").
+    if (alloc_near_device([&](void **out) { return md.alloc_shared(p->bytes_, out); }, p->bytes_, near, &mem,
+                          &p->placement_) == GDX_OK) {
+        if (row.host_register(mem, p->bytes_, device) == GDX_OK) {
+            p->shared_md_ = &md;
+            p->placement_ += "; shared with peers";
+        } else {
+            GDX_WARN(kComp, "bounce pool %u: the %s copy engines cannot register a shared segment: the pool is "
+                            "private, and peers stage into it through the transport", id, row.name);
+            md.free_shared(mem);
+            mem = nullptr;
+        }
+    }
+    if (mem == nullptr) {
+        if (gdx_status_t st = alloc_near_device(row, p->bytes_, near, &mem, &p->placement_); st != GDX_OK)
+            return GDX_FAIL(st, kComp, "bounce pool %u: %s host_alloc of %s for device %d failed", id, row.name,
+                            format_size(p->bytes_).c_str(), device);
+    }
     p->base_ = static_cast<uint8_t *>(mem);
     mem::MemInfo info;
     info.type = kind == mem::MemKind::Host ? mem::MemType::HostPageable : mem::MemType::HostPinned;
@@ -63,7 +78,13 @@ gdx_status_t BouncePool::create(tp::MemoryDomain &md, mem::MemKind kind, int dev
 
 BouncePool::~BouncePool() {
     memh_.reset(); // deregister before the memory goes
-    if (base_ != nullptr) mem::ops(kind_).host_free(base_);
+    if (base_ == nullptr) return;
+    if (shared_md_ != nullptr) {
+        mem::ops(kind_).host_unregister(base_);
+        shared_md_->free_shared(base_); // peers that mapped it keep their pages until they unmap them
+    } else {
+        mem::ops(kind_).host_free(base_);
+    }
 }
 
 int BouncePool::acquire(SlotRole role) {

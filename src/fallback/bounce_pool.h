@@ -70,6 +70,8 @@ class BouncePool {
     const tp::MemHandle &memh() const { return *memh_; }
     std::span<const uint8_t> packed_rkey() const { return rkey_; }
     const std::string &placement() const { return placement_; }
+    // The pool lives in a segment its peers can map (MemoryDomain::alloc_shared).
+    bool shared() const { return shared_md_ != nullptr; }
 
   private:
     BouncePool() = default;
@@ -89,6 +91,7 @@ class BouncePool {
     Layout layout_;
     uint8_t *base_ = nullptr;
     size_t bytes_ = 0;
+    tp::MemoryDomain *shared_md_ = nullptr; // the domain whose alloc_shared made base_, or null (row.host_alloc)
     std::unique_ptr<tp::MemHandle> memh_;
     std::vector<uint8_t> rkey_;
     std::vector<uint16_t> free_[3]; // by SlotRole

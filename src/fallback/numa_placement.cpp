@@ -81,6 +81,10 @@ std::string nodeset_text(hwloc_const_nodeset_t nodes) {
 } // namespace
 
 gdx_status_t alloc_near_device(const mem::Ops &row, size_t len, int device, void **out, std::string *placement) {
+    return alloc_near_device([&](void **p) { return row.host_alloc(len, device, p); }, len, device, out, placement);
+}
+
+gdx_status_t alloc_near_device(const HostAllocFn &alloc, size_t len, int device, void **out, std::string *placement) {
     hwloc_topology_t topo = device >= 0 ? topology() : nullptr;
     hwloc_const_nodeset_t nodes = nullptr;
     if (device < 0) {
@@ -109,7 +113,7 @@ gdx_status_t alloc_near_device(const mem::Ops &row, size_t len, int device, void
             guard = std::make_unique<ThreadMembindGuard>(topo, nodes);
             if (!guard->active()) *placement += "; binding the allocating thread failed";
         }
-        st = row.host_alloc(len, device, out);
+        st = alloc(out);
     }
     if (st != GDX_OK || nodes == nullptr) return st;
     // For rows that hand back untouched pages (the host row's posix_memalign), the range's own policy decides

@@ -6,6 +6,7 @@
 #include "memtype/memory_ops.h"
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace gdx::fb {
@@ -18,6 +19,10 @@ namespace gdx::fb {
 // says where the pages were asked to go and why, for the pool's log line. Binding is best effort: a failure to
 // find or bind the node leaves the default policy and says so; only the allocation itself can fail.
 gdx_status_t alloc_near_device(const mem::Ops &row, size_t len, int device, void **out, std::string *placement);
+// The same around any allocator that returns `len` bytes (e.g. a transport's shared-memory segment, whose pages
+// are untouched until first use, so the range's policy decides where they land).
+using HostAllocFn = std::function<gdx_status_t(void **out)>;
+gdx_status_t alloc_near_device(const HostAllocFn &alloc, size_t len, int device, void **out, std::string *placement);
 
 // Where the pages of [p, p+len) are now ("NUMA node 0", or why unknown), for the pool's log line after first use.
 std::string describe_memory_location(const void *p, size_t len);

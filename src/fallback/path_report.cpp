@@ -63,9 +63,9 @@ std::string PathReport::describe() const {
             std::snprintf(buf, sizeof(buf), "staged-small[%s; %s] %.1f%%", sides_text(stage_sides).c_str(),
                           why.c_str(), staged);
         else
-            std::snprintf(buf, sizeof(buf), "staged[frag %s depth %u %s; %s] %.1f%%",
-                          format_size(frag_size).c_str(), depth, sides_text(stage_sides).c_str(), why.c_str(),
-                          staged);
+            std::snprintf(buf, sizeof(buf), "staged[frag %s depth %u %s%s; %s] %.1f%%",
+                          format_size(frag_size).c_str(), depth, sides_text(stage_sides).c_str(),
+                          peer_mapped ? " peer-mapped" : "", why.c_str(), staged);
         out += buf;
     }
     return out;
@@ -91,6 +91,7 @@ void PathReport::merge(const PathReport &o) {
     stage_sides |= o.stage_sides;
     reasons |= o.reasons;
     small = small || o.small;
+    peer_mapped = peer_mapped || o.peer_mapped;
 }
 
 std::string Stats::describe() const {
@@ -100,11 +101,13 @@ std::string Stats::describe() const {
                   " frags (small %" PRIu64 " B in %" PRIu64 " msgs; local-unreachable %" PRIu64
                   " B, remote-unreachable %" PRIu64 " B, fault %" PRIu64 " B, no-op %" PRIu64
                   " B), copied for peers %" PRIu64 " B, waits pool %" PRIu64 " credit %" PRIu64
-                  ", copy failures %" PRIu64 ", protocol errors %" PRIu64 ", requests ok %" PRIu64
+                  " (straight into mapped peer slots: %" PRIu64 " frags), copy failures %" PRIu64
+                  ", protocol errors %" PRIu64 ", requests ok %" PRIu64
                   " failed %" PRIu64 " active %" PRIu64 ", slots %" PRIu64 " in use + %" PRIu64 " lent of %" PRIu64,
                   bytes_direct, frags_direct, bytes_staged, frags_staged, bytes_small, msgs_small,
                   bytes_staged_by_reason[0], bytes_staged_by_reason[1], bytes_staged_by_reason[2],
-                  bytes_staged_by_reason[3], target_bytes_copied, pool_waits, credit_waits, copy_failures,
+                  bytes_staged_by_reason[3], target_bytes_copied, pool_waits, credit_waits, frags_peer_mapped,
+                  copy_failures,
                   protocol_errors, requests_completed, requests_failed, requests_active, slots_in_use,
                   slots_lent, slots_total);
     return buf;

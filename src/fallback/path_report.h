@@ -41,6 +41,8 @@ struct PathReport {
     uint8_t stage_sides = 0;        // StageSide bits
     uint8_t reasons = 0;            // StageReason bits
     bool small = false;             // the single-copy small-message path (below GDX_STAGING_THRESH)
+    bool peer_mapped = false;       // staged fragments were copied straight into the peer's slots, mapped here
+                                    // (intra-node, kCapPeerMap): no transport copy between the two copy engines
 
     double staged_share() const {
         uint64_t total = bytes_direct + bytes_staged;
@@ -68,6 +70,8 @@ struct Stats {
     uint64_t target_bytes_copied = 0; // bytes this process copied out of (or into) bounce slots for peers
     uint64_t pool_waits = 0;        // a staged fragment found no free bounce buffer (back-pressure)
     uint64_t credit_waits = 0;      // a staged fragment waited for a slot grant from the peer
+    uint64_t frags_peer_mapped = 0; // staged fragments this side copied straight into a peer's mapped slot (a put's
+                                    // source, or a stage-out for a peer's get): no transport copy
     uint64_t copy_failures = 0;     // staging copies that failed (injected ones included)
     uint64_t protocol_errors = 0;   // control messages refused on receipt
     uint64_t requests_completed = 0;

@@ -64,6 +64,8 @@ gdx_status_t CreditWallet::on_grant(const CtrlMsg &m, tp::MemoryDomain &md, std:
             return bad("pool rkey refused by the transport", m.rkey.size());
         rkey_ = std::move(k);
         rkey_bytes_.assign(m.rkey.begin(), m.rkey.end());
+        mapped = nullptr; // another pool: map it anew
+        map_unavailable = false;
     }
     base_ = m.addr;
     slot_size_ = m.slot_size;
@@ -148,8 +150,44 @@ gdx_status_t PeerLink::landing_rkey(std::span<const uint8_t> bytes, tp::MemoryDo
         if (gdx_status_t st = md.rkey_unpack(bytes, &k); st != GDX_OK) return st;
         landing_rkey_ = std::move(k);
         landing_bytes_.assign(bytes.begin(), bytes.end());
+        landing_mapped = nullptr;
+        landing_map_unavailable = false;
     }
     *out = landing_rkey_;
+    return GDX_OK;
+}
+
+PeerLink::~PeerLink() {
+    for (auto &[p, m] : mapped_)
+        for (unsigned k = 0; k < static_cast<unsigned>(mem::MemKind::kCount); ++k)
+            if (m.registered & (1u << k)) mem::ops(static_cast<mem::MemKind>(k)).host_unregister(p);
+}
+
+gdx_status_t PeerLink::map_pool(const tp::RemoteKey &rkey, mem::MemKind kind, int device, uint8_t **local) {
+    uint8_t *p = nullptr;
+    if (gdx_status_t st = ep_.map_remote(rkey, &p); st != GDX_OK) return st;
+    MappedPool &m = mapped_[p];
+    m.length = std::max<size_t>(m.length, rkey.length());
+    const unsigned bit = 1u << static_cast<unsigned>(kind);
+    if ((m.registered & bit) == 0) {
+        if (m.refused & bit) return GDX_ERR_UNSUPPORTED;
+        // Registered whole, once: cuMemHostRegister pins the pages for the copy engines (the owner did the same
+        // with its own mapping), so its D2H/H2D run as DMA into the very pages the peer reads.
+        if (mem::ops(kind).host_register(p, m.length, device) != GDX_OK) {
+            m.refused |= bit;
+            GDX_WARN(kComp,
+                     "the peer's bounce pool is mapped here but cannot be registered for %s copies: staged "
+                     "fragments go through the transport (one CPU copy more)",
+                     mem::kind_name(kind));
+            return GDX_ERR_UNSUPPORTED;
+        }
+        m.registered |= bit;
+        GDX_INFO(kComp,
+                 "staging: the peer's bounce pool (%zu bytes) is mapped here and registered for %s copies: staged "
+                 "fragments are copied straight into its slots, with no CPU copy in between",
+                 m.length, mem::kind_name(kind));
+    }
+    *local = p;
     return GDX_OK;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "fallback/control_msg.h"
+#include "memtype/memory_ops.h"
 #include "transport/transport.h"
 
 #include <cstdint>
@@ -44,6 +45,13 @@ class CreditWallet {
     uint64_t slot_size() const { return slot_size_; }
     const tp::RemoteKey &rkey() const { return *rkey_; }
     unsigned waiting = 0; // fragments blocked on a credit of this pool (each counts itself in and out)
+    // The peer's pool mapped into this process (PeerLink::map_pool), so fragments are copied straight into its
+    // slots: where slot_addr(0) lies here once mapped; map_unavailable once the transport or the copy engine said
+    // no (then fragments are put into the slots through the transport, as without kCapPeerMap). Reset by a GRANT
+    // that carries another key.
+    uint8_t *mapped = nullptr;
+    bool map_unavailable = false;
+    uint8_t *mapped_slot(uint16_t slot) const { return mapped + (slot_addr(slot) - rkey_->base()); }
 
   private:
     std::vector<uint16_t> idle_;
@@ -59,6 +67,7 @@ class CreditWallet {
 
 class PeerLink {
   public:
+    ~PeerLink();
     // `defer`: while it is true (the engine is inside the interface's progress(), running our handler), messages
     // are queued instead of sent, so no transport call is made from inside a transport callback.
     PeerLink(tp::Endpoint &ep, uint8_t am_id, const bool &defer) : ep_(ep), am_id_(am_id), defer_(defer) {}
@@ -81,6 +90,16 @@ class PeerLink {
     // a stage-out still using the old key keeps it alive when the bytes change).
     gdx_status_t landing_rkey(std::span<const uint8_t> bytes, tp::MemoryDomain &md,
                               std::shared_ptr<const tp::RemoteKey> *out);
+    // The peer's landing pool mapped here (as CreditWallet::mapped, for the current landing key).
+    uint8_t *landing_mapped = nullptr;
+    bool landing_map_unavailable = false;
+
+    // Maps the peer pool `rkey` opens into this process (Endpoint::map_remote, kCapPeerMap) and registers the
+    // mapping with the copy engines of `kind` once: GDX_OK with *local = where rkey.base() lies here;
+    // GDX_INPROGRESS while the peer answers; GDX_ERR_UNSUPPORTED when it cannot be mapped or registered (the
+    // caller puts through the transport instead); the endpoint's error once it failed. The registrations are
+    // undone when the link goes, before its endpoint (and with it the mapping) does.
+    gdx_status_t map_pool(const tp::RemoteKey &rkey, mem::MemKind kind, int device, uint8_t **local);
 
     uint32_t users = 0; // requests and peer jobs that refer to this link; ep_close refuses while nonzero
 
@@ -98,6 +117,12 @@ class PeerLink {
     std::map<uint16_t, CreditWallet> wallets_;
     std::vector<uint8_t> landing_bytes_;
     std::shared_ptr<const tp::RemoteKey> landing_rkey_;
+    struct MappedPool {
+        size_t length = 0;
+        unsigned registered = 0; // bits (1 << MemKind) whose copy engines have the mapping registered
+        unsigned refused = 0;    // bits whose registration failed (said once)
+    };
+    std::map<uint8_t *, MappedPool> mapped_; // by local address
 };
 
 } // namespace gdx::fb

@@ -1,6 +1,7 @@
 #include "fallback/staging_pipeline.h"
 
 #include "core/error.h"
+#include "transport/wire.h"
 
 #include <algorithm>
 
@@ -167,8 +168,10 @@ bool StagingPipeline::start_fragments(Op &op) {
             f.len = len;
             f.local_staged = op.pending_local_staged;
             f.remote_staged = op.pending_remote_staged;
-            // A get always lands in a local slot when anything is staged; a put needs one only to copy its source.
-            f.state = (f.local_staged || !op.is_put) ? FragState::NeedSlot : FragState::NeedCredit;
+            // A get always lands in a local slot when anything is staged; a put needs one only to copy its source,
+            // and not even then when the peer's slot is mapped here (the source is copied straight into it).
+            bool into_peer = op.is_put && f.remote_staged && map_possible(op);
+            f.state = (!op.is_put || (f.local_staged && !into_peer)) ? FragState::NeedSlot : FragState::NeedCredit;
             ++op.staged_active;
         }
         op.decided = false;
@@ -299,9 +302,14 @@ bool StagingPipeline::step_put(Frag &f) {
             fail(f, GDX_ERR_PROTOCOL);
             return true;
         }
-        f.state = FragState::Transfer;
+        f.state = f.lslot < 0 && map_possible(op) ? FragState::MapPeer : FragState::Transfer;
         return true;
     }
+    case FragState::MapPeer: return step_map_peer(f);
+    case FragState::CopyToPeer:
+        if (!poll_copy(f)) return false;
+        f.state = f.status != GDX_OK ? FragState::Wait : FragState::Publish;
+        return true;
     case FragState::Transfer: {
         const void *src = f.local_staged ? op.lpool->slot_ptr(f.lslot) : op.local->ptr(op.loff + f.off);
         const tp::MemHandle *memh = f.local_staged ? &op.lpool->memh() : &op.local->memh();
@@ -337,7 +345,9 @@ bool StagingPipeline::step_put(Frag &f) {
         m.region = op.remote->id();
         m.offset = op.roff + f.off;
         m.length = f.len;
-        if (gdx_status_t st = op.peer->send(m, true); st != GDX_OK) {
+        // After a transport put the peer must read the slot after the put landed: fence first. A copy straight
+        // into the mapped slot has completed (its event fired) before this message exists.
+        if (gdx_status_t st = op.peer->send(m, !f.via_map); st != GDX_OK) {
             fail(f, st);
             return true;
         }
@@ -388,6 +398,56 @@ bool StagingPipeline::step_get(Frag &f) {
         return finish_if_quiet(f);
     default: return false;
     }
+}
+
+bool StagingPipeline::map_possible(Op &op) {
+    return (core_.iface.caps().flags & tp::kCapPeerMap) != 0 && !op.peer->wallet(op.remote->pool_id()).map_unavailable;
+}
+
+// A put fragment holding a peer slot, without a local one: map the peer's pool here (once per pool) and copy the
+// source straight into the slot. Where the pool cannot be mapped, the fragment takes the transport path.
+bool StagingPipeline::step_map_peer(Frag &f) {
+    Op &op = *f.op;
+    CreditWallet &w = op.peer->wallet(op.remote->pool_id());
+    const mem::MemInfo &li = op.local->info();
+    uint8_t *base = nullptr;
+    gdx_status_t st = w.map_unavailable ? GDX_ERR_UNSUPPORTED : op.peer->map_pool(w.rkey(), li.kind, li.device, &base);
+    if (st == GDX_INPROGRESS) return false;
+    if (st == GDX_ERR_UNSUPPORTED) {
+        w.map_unavailable = true;
+        if (f.local_staged) { // it needs a local slot after all: the credit waits idle for its turn
+            w.put_back(static_cast<uint16_t>(f.rslot));
+            f.rslot = -1;
+            f.state = FragState::NeedSlot;
+        } else {
+            f.state = FragState::Transfer;
+        }
+        return true;
+    }
+    if (st != GDX_OK) {
+        fail(f, st);
+        return true;
+    }
+    // The slot was checked against the GRANT's layout; the layout is checked here against the key, because a
+    // write through the mapping is not checked by anyone else.
+    uint64_t slot = w.slot_addr(static_cast<uint16_t>(f.rslot));
+    if (!tp::wire::range_inside(slot, f.len, w.rkey().base(), w.rkey().length())) {
+        core_.protocol_error("GRANT", "a granted slot lies outside the pool's key");
+        fail(f, GDX_ERR_PROTOCOL);
+        return true;
+    }
+    st = core_.copy_async(base + (slot - w.rkey().base()), op.local->ptr(op.loff + f.off), f.len, li.kind, li.device,
+                          mem::CopyDir::ToHost, &f.copy);
+    f.copy_pending = st == GDX_INPROGRESS;
+    if (st != GDX_OK && st != GDX_INPROGRESS) {
+        fail(f, st);
+        return true;
+    }
+    f.via_map = true;
+    ++core_.stats.frags_peer_mapped;
+    op.req->path.peer_mapped = true;
+    f.state = FragState::CopyToPeer;
+    return true;
 }
 
 // into_slot: put source → local slot; otherwise a get's landing slot → destination.

@@ -6,6 +6,8 @@
 //
 // Staged put fragment:  [local slot → copy source into it] → [peer credit] → transport put (into the peer's slot
 //                       or straight to the destination) → [FILLED, wait for DONE]
+//   where the peer's pool is mapped here (kCapPeerMap, intra-node): peer credit → copy the source straight into
+//                       the peer's slot (D2H for GPU memory; the peer's H2D reads the same pages) → FILLED → DONE
 // Staged get fragment:  local landing slot → (GET_REQ, the peer stages out and puts into the landing slot, GET_DONE)
 //                       or (transport get into the landing slot) → copy landing slot → destination
 #pragma once
@@ -23,6 +25,8 @@ enum class FragState : uint8_t {
     NeedSlot,    // waiting for a local initiator slot (pool back-pressure)
     CopyIn,      // put: source → local slot copy running
     NeedCredit,  // put: waiting for a slot of the peer's pool
+    MapPeer,     // put: holds a peer slot; the peer's pool is being mapped here (first use; kCapPeerMap)
+    CopyToPeer,  // put: source → the peer's slot, mapped here, copy running (no local slot, no transport put)
     Transfer,    // the transport put/get is to be issued (retried after back-pressure)
     Publish,     // put into a peer slot issued: FILLED to send
     SendGetReq,  // get from a staged remote: GET_REQ to send
@@ -48,6 +52,7 @@ struct Frag {
     bool copy_pending = false;
     bool pool_waited = false;    // counted once in pool_waits
     bool credit_waited = false;  // counted once in credit_waits and in the wallet's `waiting`
+    bool via_map = false;        // copied straight into the peer's mapped slot: FILLED needs no fence
     int lslot = -1;              // local bounce slot (initiator partition)
     int rslot = -1;              // peer slot (credit) of a put
     mem::CopyHandle copy;
@@ -112,6 +117,8 @@ class StagingPipeline {
     bool step_put(Frag &f);
     bool step_get(Frag &f);
     bool take_slot(Frag &f);
+    bool map_possible(Op &op);
+    bool step_map_peer(Frag &f);
     gdx_status_t start_copy(Frag &f, bool into_slot);
     bool poll_copy(Frag &f);
     bool finish_if_quiet(Frag &f);

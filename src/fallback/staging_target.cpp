@@ -1,6 +1,7 @@
 #include "fallback/staging_target.h"
 
 #include "core/error.h"
+#include "transport/wire.h"
 
 #include <cstdio>
 
@@ -146,9 +147,38 @@ void StagingTarget::on_get_req(PeerLink &peer, const CtrlMsg &m) {
 
 // One transition of a stage-out; true when it made one. The slot comes from the responder partition, which waits on
 // nothing remote: a landing slot a peer holds for this get depends on it (README: deadlock freedom).
+bool StagingTarget::stage_out_mapped(StageOutJob &j) {
+    PeerLink &peer = *j.peer;
+    if ((core_.iface.caps().flags & tp::kCapPeerMap) == 0 || peer.landing_map_unavailable) return false;
+    const mem::MemInfo &ri = j.region->info();
+    uint8_t *base = nullptr;
+    gdx_status_t st = peer.map_pool(*j.landing_rkey, ri.kind, ri.device, &base);
+    if (st == GDX_INPROGRESS) return true; // asked; the job stays in NeedSlot until the answer
+    if (st == GDX_ERR_UNSUPPORTED) {
+        peer.landing_map_unavailable = true;
+        return false;
+    }
+    // Nobody else checks a write through the mapping: the landing range must lie in the key the peer sent.
+    if (st == GDX_OK && !tp::wire::range_inside(j.landing, j.length, j.landing_rkey->base(), j.landing_rkey->length())) {
+        core_.protocol_error("GET_REQ", "the landing range lies outside the landing pool's key");
+        st = GDX_ERR_PROTOCOL;
+    }
+    if (st == GDX_OK)
+        st = core_.copy_async(base + (j.landing - j.landing_rkey->base()), j.region->ptr(j.offset), j.length,
+                              ri.kind, ri.device, mem::CopyDir::ToHost, &j.copy);
+    j.copy_pending = st == GDX_INPROGRESS;
+    if (st != GDX_OK && st != GDX_INPROGRESS) j.status = st;
+    j.via_map = true;
+    j.state = j.status == GDX_OK ? StageOutState::CopyIn : StageOutState::Wait;
+    core_.stats.target_bytes_copied += j.length;
+    ++core_.stats.frags_peer_mapped;
+    return true;
+}
+
 bool StagingTarget::step(StageOutJob &j) {
     switch (j.state) {
     case StageOutState::NeedSlot: {
+        if (stage_out_mapped(j)) return j.state != StageOutState::NeedSlot;
         if (j.pool == nullptr) {
             if (gdx_status_t st = core_.pool(j.region->info().kind, j.region->info().device, &j.pool); st != GDX_OK) {
                 j.status = st;
@@ -182,7 +212,7 @@ bool StagingTarget::step(StageOutJob &j) {
                 return true;
             }
         }
-        j.state = StageOutState::Transfer;
+        j.state = j.via_map ? StageOutState::Wait : StageOutState::Transfer;
         return true;
     }
     case StageOutState::Transfer: {
@@ -272,7 +302,7 @@ unsigned StagingTarget::progress() {
         if (j.status == GDX_OK && j.comp.status != GDX_OK) j.status = j.comp.status;
         // Answered only once the put has completed, with its outcome: the initiator takes GET_DONE as proof that
         // its landing slot holds the bytes (fenced, so it is read after the put on transports that pipeline).
-        answer_get_done(*j.peer, j.token, j.status, j.status == GDX_OK);
+        answer_get_done(*j.peer, j.token, j.status, j.status == GDX_OK && !j.via_map);
         if (j.slot >= 0) j.pool->release(static_cast<unsigned>(j.slot));
         --j.region->busy;
         --j.peer->users;

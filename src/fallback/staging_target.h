@@ -53,6 +53,7 @@ class StagingTarget {
         StageOutState state = StageOutState::NeedSlot;
         bool pool_waited = false;
         bool copy_pending = false;
+        bool via_map = false; // copied straight into the peer's landing slot, mapped here: no put, no fence
         mem::CopyHandle copy;
         tp::Completion comp;
         gdx_status_t status = GDX_OK;
@@ -61,6 +62,9 @@ class StagingTarget {
     // The live region `m.region` if the peer may `need` it over [m.offset, +m.length); else nullptr with *st set.
     Region *check_region(const CtrlMsg &m, unsigned need, const char *what, gdx_status_t *st);
     bool step(StageOutJob &j);
+    // Stage-out straight into the requester's landing slot, mapped here (kCapPeerMap); false when that is not
+    // possible now or ever (then the job takes a responder slot and a transport put).
+    bool stage_out_mapped(StageOutJob &j);
     void answer_done(PeerLink &peer, uint64_t token, gdx_status_t st, uint16_t pool, uint16_t slot, bool keep);
     void answer_get_done(PeerLink &peer, uint64_t token, gdx_status_t st, bool publishes);
 

@@ -508,6 +508,34 @@ void cuda_host_free(void *p) {
     invalidate(p, 1); // and after (README: Events validation)
 }
 
+// Pins a shared-memory mapping for the copy engines. PORTABLE: every context may DMA to it (a pool serves any
+// GPU); DEVICEMAP like cuda_host_alloc's memory.
+gdx_status_t cuda_host_register(void *p, size_t len, int device) {
+    const cuda::DriverApi *api = cuda::driver();
+    if (api == nullptr)
+        return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "cuda host_register: %s", cuda::why_unavailable().c_str());
+    const int dev = device < 0 ? 0 : device;
+    cuda::DeviceScope scope(dev);
+    if (!scope.ok()) return driver_error(scope.status(), log::Level::Error, "cuda host_register: binding the context");
+    CUresult r = api->cuMemHostRegister(p, len, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    if (r != CUDA_SUCCESS) {
+        char what[96];
+        std::snprintf(what, sizeof(what), "cuMemHostRegister(%p, %zu, PORTABLE|DEVICEMAP) on GPU %d", p, len, dev);
+        return driver_error(r, log::Level::Warn, what);
+    }
+    invalidate(p, len); // the cache may remember these pages as pageable
+    return GDX_OK;
+}
+
+void cuda_host_unregister(void *p) {
+    const cuda::DriverApi *api = cuda::driver();
+    if (p == nullptr || api == nullptr) return;
+    invalidate(p, 1);
+    if (CUresult r = api->cuMemHostUnregister(p); r != CUDA_SUCCESS)
+        GDX_WARN(kComp, "cuMemHostUnregister(%p): %s", p, cuda::error_text(r).c_str());
+    invalidate(p, 1);
+}
+
 gdx_status_t cuda_dmabuf_fd(const void *ptr, size_t len, int *fd, uint64_t *offset) {
     if (ptr == nullptr || fd == nullptr || offset == nullptr || len == 0)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "dmabuf_fd(%p, %zu): null argument or zero length", ptr, len);
@@ -576,6 +604,8 @@ gdx_status_t cuda_copy_async(void *, const void *, size_t, int, CopyDir, CopyHan
 gdx_status_t cuda_copy_test(CopyHandle *) { return no_cuda(); }
 gdx_status_t cuda_host_alloc(size_t, int, void **) { return no_cuda(); }
 void cuda_host_free(void *) {}
+gdx_status_t cuda_host_register(void *, size_t, int) { return no_cuda(); }
+void cuda_host_unregister(void *) {}
 gdx_status_t cuda_dmabuf_fd(const void *, size_t, int *fd, uint64_t *) {
     if (fd != nullptr) *fd = -1;
     return GDX_ERR_UNSUPPORTED;
@@ -592,6 +622,8 @@ const Ops kCudaRow = {
     .copy_test = cuda_copy_test,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
     .dmabuf_fd = cuda_dmabuf_fd,
     .revalidate = cuda_revalidate,
 };

@@ -95,6 +95,8 @@ gdx_status_t host_alloc(size_t len, int /*device*/, void **out) {
 }
 
 void host_free(void *p) { std::free(p); }
+gdx_status_t host_register(void *, size_t, int) { return GDX_OK; } // the CPU reaches host memory as it is
+void host_unregister(void *) {}
 
 gdx_status_t host_dmabuf_fd(const void *, size_t, int *fd, uint64_t *) {
     if (fd != nullptr) *fd = -1;
@@ -113,6 +115,8 @@ const Ops kHostRow = {
     .copy_test = host_copy_test,
     .host_alloc = host_alloc,
     .host_free = host_free,
+    .host_register = host_register,
+    .host_unregister = host_unregister,
     .dmabuf_fd = host_dmabuf_fd,
     .revalidate = host_revalidate,
 };

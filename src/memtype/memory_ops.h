@@ -92,6 +92,10 @@ struct Ops {
     // Pinned host memory usable by this backend's DMA engines (bounce buffers), and its release.
     gdx_status_t (*host_alloc)(size_t len, int device, void **out);
     void (*host_free)(void *p);
+    // Makes host memory someone else allocated (a shared-memory segment: a bounce pool both processes of a host
+    // map) usable by this backend's DMA engines, and undoes it. GDX_OK on the host row, which needs nothing.
+    gdx_status_t (*host_register)(void *p, size_t len, int device);
+    void (*host_unregister)(void *p);
     // dma-buf fd for [ptr, ptr+len) (page-aligned range + offset inside the fd). GDX_ERR_UNSUPPORTED for kinds
     // that never export (managed, pool, host); the caller closes the fd.
     gdx_status_t (*dmabuf_fd)(const void *ptr, size_t len, int *fd, uint64_t *offset);

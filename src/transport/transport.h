@@ -70,6 +70,7 @@ enum Cap : uint64_t {
     kCapWakeup = 1u << 7,      // wakeup_fd() works
     kCapIntraNode = 1u << 8,   // reaches only peers on this host
     kCapErrHandling = 1u << 9, // a dead peer fails outstanding operations (never hangs)
+    kCapPeerMap = 1u << 10,    // memory from MemoryDomain::alloc_shared can be mapped by peers (Endpoint::map_remote)
 };
 
 inline uint32_t type_bit(mem::MemType t) { return 1u << static_cast<unsigned>(t); }
@@ -159,6 +160,17 @@ class MemoryDomain {
     virtual size_t rkey_packed_size() const = 0;
     // Validates the packed bytes (version, size, fields) before trusting any of them.
     virtual gdx_status_t rkey_unpack(std::span<const uint8_t> packed, std::unique_ptr<RemoteKey> *out) = 0;
+
+    // Host memory that connected peers may map into their own address space (kCapPeerMap): an owner-only
+    // shared-memory segment, zero-filled and untouched. Registered with remote read and write over its whole
+    // length, its key lets a peer's Endpoint::map_remote map it, so a peer's copy engine can write into it with
+    // no transport copy in between (the staging engine's bounce pools). GDX_ERR_UNSUPPORTED elsewhere.
+    virtual gdx_status_t alloc_shared(size_t len, void **out) {
+        (void)len;
+        (void)out;
+        return GDX_ERR_UNSUPPORTED;
+    }
+    virtual void free_shared(void *p) { (void)p; }
 };
 
 // ---- endpoint and interface -----------------------------------------------------------------------------
@@ -201,6 +213,16 @@ class Endpoint {
     virtual gdx_status_t fence() = 0;
     // Parks `req` until resources free up. GDX_ERR_BUSY when resources are available now (retry yourself).
     virtual gdx_status_t pending_add(PendingRequest *req) = 0;
+    // Maps the peer memory `rkey` opens into this process, when the peer allocated it with alloc_shared
+    // (kCapPeerMap). GDX_OK: *local is where rkey.base() lies here, valid for rkey.length() bytes until this
+    // endpoint is destroyed (one mapping per key, however often asked); GDX_INPROGRESS: the peer's answer is on its
+    // way (progress, then ask again); GDX_ERR_UNSUPPORTED: the key names no shared memory, or lacks remote read
+    // and write; the endpoint's error once it failed. A pending map counts as outstanding for GDX_PEER_TIMEOUT.
+    virtual gdx_status_t map_remote(const RemoteKey &rkey, uint8_t **local) {
+        (void)rkey;
+        (void)local;
+        return GDX_ERR_UNSUPPORTED;
+    }
 };
 
 class Interface {

@@ -166,11 +166,14 @@ TEST_F(CApiPair, MisuseGetsAClearStatus) {
 
 // ---- two processes ------------------------------------------------------------------------------------------------
 
-class TwoProcessHost : public ::testing::Test {
+// Parametrized by the transport: over shm the staging engine's pools are shared segments each side maps, so a
+// staged fragment is copied straight into the peer's slot (no transport copy): the path says "peer-mapped".
+class TwoProcessHost : public ::testing::TestWithParam<std::string> {
   protected:
     void SetUp() override {
-        if (!have_tcp()) GTEST_SKIP() << "no tcp transport in this build";
+        if (tp::find_component(GetParam()) == nullptr) GTEST_SKIP() << "no " << GetParam() << " transport in this build";
     }
+    bool mapped() const { return GetParam() == "shm"; }
     // Runs the scenario with `size` bytes, GDX_* settings for rank 0 and for the peer; asserts both ran.
     TwoProcessRun go(size_t size, unsigned pieces, std::vector<std::pair<std::string, std::string>> mine,
                      std::vector<std::pair<std::string, std::string>> peer = {}) {
@@ -178,11 +181,11 @@ class TwoProcessHost : public ::testing::Test {
         o.sc.size = size;
         o.sc.pieces = pieces;
         o.config = std::move(mine);
-        o.config.emplace_back("GDX_TLS", "tcp");
-        peer.emplace_back("GDX_TLS", "tcp");
+        o.config.emplace_back("GDX_TLS", GetParam());
+        peer.emplace_back("GDX_TLS", GetParam());
         TwoProcessRun r = run_two_process(o, "host", peer);
         EXPECT_EQ(r.setup_error, "");
-        EXPECT_EQ(r.rank0.transports, "tcp");
+        EXPECT_EQ(r.rank0.transports, GetParam());
         return r;
     }
     static void expect_exact(const TwoProcessRun &r) {
@@ -193,37 +196,40 @@ class TwoProcessHost : public ::testing::Test {
     }
 };
 
-TEST_F(TwoProcessHost, DirectOverTcp) {
+TEST_P(TwoProcessHost, Direct) {
     TwoProcessRun r = go((1 << 20) + 13, 2, {});
     expect_exact(r);
     EXPECT_EQ(r.rank0.bytes_staged, 0u);
     EXPECT_EQ(r.rank0.bytes_direct, 2u * ((1 << 20) + 13));
 }
 
-TEST_F(TwoProcessHost, EverythingStagedOverTcp) {
+TEST_P(TwoProcessHost, EverythingStaged) {
     TwoProcessRun r = go((1 << 20) + 13, 3, {{"GDX_FAULT_P2P_EVERY", "1"}});
     expect_exact(r);
     EXPECT_EQ(r.rank0.bytes_direct, 0u);
-    EXPECT_NE(r.rank0.put_path.find("staged[frag 512K depth 4 local+remote; fault-injected] 100.0%"),
-              std::string::npos)
-        << r.rank0.put_path;
+    std::string want = std::string("staged[frag 512K depth 4 local+remote") + (mapped() ? " peer-mapped" : "") +
+                       "; fault-injected] 100.0%";
+    EXPECT_NE(r.rank0.put_path.find(want), std::string::npos) << r.rank0.put_path;
+    // Gets are staged out by the peer: over shm straight into our landing slots (the peer's counters say so; here
+    // the bytes checked by both ranks are what counts).
+    EXPECT_NE(r.rank0.get_path.find("staged"), std::string::npos) << r.rank0.get_path;
 }
 
-TEST_F(TwoProcessHost, MixedDirectAndStagedOverTcp) {
+TEST_P(TwoProcessHost, MixedDirectAndStaged) {
     TwoProcessRun r = go((3 << 20) + 5, 2, {{"GDX_FAULT_P2P_EVERY", "2"}, {"GDX_FRAG_SIZE", "host:256K"}});
     expect_exact(r);
     EXPECT_GT(r.rank0.bytes_direct, 0u);
     EXPECT_GT(r.rank0.bytes_staged, 0u);
 }
 
-TEST_F(TwoProcessHost, ExhaustedPoolsOnBothSidesStillComplete) {
+TEST_P(TwoProcessHost, ExhaustedPoolsOnBothSidesStillComplete) {
     std::vector<std::pair<std::string, std::string>> tight = {
         {"GDX_FAULT_P2P_EVERY", "1"}, {"GDX_FAULT_POOL_LIMIT", "1"}, {"GDX_FRAG_SIZE", "host:64K"}};
     TwoProcessRun r = go((2 << 20) + 7, 8, tight, {{"GDX_FAULT_POOL_LIMIT", "1"}});
     expect_exact(r);
 }
 
-TEST_F(TwoProcessHost, OddAndSmallSizes) {
+TEST_P(TwoProcessHost, OddAndSmallSizes) {
     for (size_t size : {size_t(1), size_t(4097), size_t(8192), size_t(8193)}) {
         SCOPED_TRACE(size);
         TwoProcessRun r = go(size, 1, {{"GDX_FAULT_P2P_EVERY", "1"}});
@@ -231,18 +237,21 @@ TEST_F(TwoProcessHost, OddAndSmallSizes) {
     }
 }
 
-TEST_F(TwoProcessHost, FailedCopyFailsTheRequestNotTheProcess) {
+TEST_P(TwoProcessHost, FailedCopyFailsTheRequestNotTheProcess) {
     TwoProcessRun r = go(1 << 20, 2, {{"GDX_FAULT_P2P_EVERY", "1"}, {"GDX_FAULT_COPY_EVERY", "1"}});
     EXPECT_EQ(r.rank0.error, "");
     EXPECT_EQ(r.rank0.op_status, GDX_ERR_IO) << gdx_status_string(r.rank0.op_status);
     EXPECT_GE(r.peer_exit, 0) << "the peer must exit on its own";
 }
 
-TEST_F(TwoProcessHost, FailedCopyAtThePeerIsReportedHere) {
+TEST_P(TwoProcessHost, FailedCopyAtThePeerIsReportedHere) {
     TwoProcessRun r = go(1 << 20, 2, {{"GDX_FAULT_P2P_EVERY", "1"}}, {{"GDX_FAULT_COPY_EVERY", "1"}});
     EXPECT_EQ(r.rank0.error, "");
     EXPECT_EQ(r.rank0.op_status, GDX_ERR_IO) << gdx_status_string(r.rank0.op_status);
 }
+
+INSTANTIATE_TEST_SUITE_P(Over, TwoProcessHost, ::testing::Values(std::string("tcp"), std::string("shm")),
+                         [](const ::testing::TestParamInfo<std::string> &i) { return i.param; });
 
 } // namespace
 } // namespace gdx::test

@@ -13,14 +13,10 @@
 //   amstat                                -> am <count> <bytes> (AMs with id 3 received, pattern-checked)
 //   pause <ms>                            -> ok (after sleeping without progress)
 //   raw_connect <addr>                    -> closed | open     (a foreign HELLO straight to that listener)
-//   slots_accept <device>                 -> ok <gpu_registered> | err <status>
-//   slots_consume <n> <seed>              -> ok | bad <k> <index>
-//   slots_produce <nslots> <size> <n> <seed> <device> -> ok | err <status>
-//   slots_to_gpu <name> <n>               -> ok | err <status>   (each filled slot -> buffer at offset = tag)
 //   am4stat                               -> am4 <count> <bad>  (AM id 4 = {len, seed}: checks buffer "r" on arrival)
 //   exit                                  -> bye
 #include "common.h"
-#include "transport/shm/shared_slots.h"
+#include "transport/shm/channel.h"
 #include "transport/shm/sock.h"
 #include "transport/wire.h"
 
@@ -48,7 +44,6 @@ struct Buf {
 Opened g_tp;
 std::unique_ptr<tp::Endpoint> g_ep;
 std::map<std::string, Buf> g_bufs;
-std::unique_ptr<tp::shm::SharedSlots> g_slots;
 int g_gpu = 0;
 uint64_t g_am3_count = 0, g_am3_bytes = 0, g_am3_bad = 0;
 
@@ -159,76 +154,6 @@ std::string raw_connect(const std::string &hex) {
     return "open";
 }
 
-std::string slots_cmd(const std::vector<std::string> &w) {
-    using tp::shm::SharedSlots;
-    auto deadline = std::chrono::milliseconds(30000);
-    if (w[0] == "slots_accept") {
-        gdx_status_t st = GDX_ERR_NO_RESOURCE;
-        progress_until(*g_tp.iface, [&] {
-            st = SharedSlots::accept(g_ep.get(), std::stoi(w[1]), false, &g_slots);
-            return st != GDX_ERR_NO_RESOURCE;
-        }, deadline);
-        return st == GDX_OK ? "ok " + std::to_string(g_slots->gpu_registered() ? 1 : 0) : "err " + st_text(st);
-    }
-    if (w[0] == "slots_to_gpu") {
-        auto it = g_bufs.find(w[1]);
-        if (it == g_bufs.end() || !g_slots) return "err no-buffer-or-slots";
-        int n = std::stoi(w[2]);
-        for (int k = 0; k < n; ++k) {
-            tp::shm::SlotInfo si;
-            gdx_status_t st = GDX_ERR_NO_RESOURCE;
-            progress_until(*g_tp.iface, [&] { return (st = g_slots->poll(&si)) != GDX_ERR_NO_RESOURCE; }, deadline);
-            if (st != GDX_OK) return "err " + st_text(st);
-            // Host (registered, shared) -> GPU: the consumer's half of a staged move.
-            if ((st = it->second.mem->write(si.tag, g_slots->slot(si.slot), si.len)) != GDX_OK)
-                return "err " + st_text(st);
-            progress_until(*g_tp.iface, [&] { return (st = g_slots->release(si.slot)) != GDX_ERR_NO_RESOURCE; },
-                           deadline);
-            if (st != GDX_OK) return "err " + st_text(st);
-        }
-        return "ok";
-    }
-    if (w[0] == "slots_consume") {
-        int n = std::stoi(w[1]);
-        uint64_t seed = std::stoull(w[2]);
-        for (int k = 0; k < n; ++k) {
-            tp::shm::SlotInfo si;
-            gdx_status_t st = GDX_ERR_NO_RESOURCE;
-            progress_until(*g_tp.iface, [&] { return (st = g_slots->poll(&si)) != GDX_ERR_NO_RESOURCE; }, deadline);
-            if (st != GDX_OK) return "err " + st_text(st);
-            long long bad = check_pattern(g_slots->slot(si.slot), si.len, seed + si.tag);
-            if (bad >= 0 || si.tag != static_cast<uint64_t>(k)) return "bad " + std::to_string(k) + " " +
-                                                                       std::to_string(bad);
-            progress_until(*g_tp.iface, [&] { return (st = g_slots->release(si.slot)) != GDX_ERR_NO_RESOURCE; },
-                           deadline);
-            if (st != GDX_OK) return "err " + st_text(st);
-        }
-        return "ok";
-    }
-    // slots_produce <nslots> <size> <n> <seed> <device>
-    tp::shm::SlotsParams p;
-    p.nslots = static_cast<uint32_t>(std::stoul(w[1]));
-    p.slot_size = std::stoull(w[2]);
-    p.device = std::stoi(w[5]);
-    int n = std::stoi(w[3]);
-    uint64_t seed = std::stoull(w[4]);
-    gdx_status_t st = SharedSlots::create(g_ep.get(), p, &g_slots);
-    if (st != GDX_OK) return "err " + st_text(st);
-    progress_until(*g_tp.iface, [&] { return g_slots->state() != GDX_INPROGRESS; }, deadline);
-    if ((st = g_slots->state()) != GDX_OK) return "err " + st_text(st);
-    for (int k = 0; k < n; ++k) {
-        uint32_t s = 0;
-        progress_until(*g_tp.iface, [&] { return (st = g_slots->acquire(&s)) != GDX_ERR_NO_RESOURCE; }, deadline);
-        if (st != GDX_OK) return "err " + st_text(st);
-        size_t len = g_slots->slot_size() - static_cast<size_t>(k) % g_slots->slot_size();
-        fill_pattern(g_slots->slot(s), len, seed + static_cast<uint64_t>(k));
-        progress_until(*g_tp.iface, [&] { return (st = g_slots->post(s, len, k)) != GDX_ERR_NO_RESOURCE; },
-                       deadline);
-        if (st != GDX_OK) return "err " + st_text(st);
-    }
-    return "ok";
-}
-
 std::string handle(const std::string &line) {
     std::vector<std::string> w = split(line);
     if (w.empty()) return "err empty";
@@ -294,10 +219,8 @@ std::string handle(const std::string &line) {
         return "ok";
     }
     if (c == "raw_connect") return raw_connect(w[1]);
-    if (c.rfind("slots_", 0) == 0) return slots_cmd(w);
     if (c == "exit") {
         reply("bye");
-        g_slots.reset();
         g_bufs.clear();
         g_ep.reset();
         g_tp.iface.reset();
@@ -351,7 +274,6 @@ int main(int argc, char **argv) {
             reply(handle(line));
         }
     }
-    g_slots.reset();
     g_bufs.clear();
     g_ep.reset();
     return 0;

@@ -5,7 +5,6 @@
 #include "memtype/cuda_driver.h"
 #include "pair_fixture.h"
 #include "transport/cuda_ipc/ipc_key.h"
-#include "transport/shm/shared_slots.h"
 
 namespace gdx::test {
 namespace {
@@ -217,55 +216,6 @@ TEST_F(IpcP2pOff, P2pYesFailsClearlyWhenImpossible) {
     ASSERT_FALSE(peer_failed);
     EXPECT_EQ(call("connect " + to_hex(ep->address())), "err " + std::to_string(GDX_ERR_UNREACHABLE));
 }
-
-// P2P off: the staged intra-node path. GPU -> shared pinned slot (our DMA) -> GPU (the peer's DMA), no CPU copy.
-class StagedSlots : public PairFixture, public ::testing::WithParamInterface<std::pair<int, int>> {};
-
-TEST_P(StagedSlots, GpuToGpuThroughRegisteredSharedSlots) {
-    auto [a, b] = GetParam();
-    int need = std::max(a, b) + 1;
-    if (gpu_count() < need) GTEST_SKIP() << no_gpus_reason(need);
-    start("shm", "memory", {}, {}, {}, {"--gpu", std::to_string(b)});
-    ASSERT_FALSE(peer_failed);
-    ASSERT_TRUE(connect_both());
-    const size_t kLen = (64u << 20) + 5;
-    tp::shm::SlotsParams p;
-    p.nslots = 4;
-    p.slot_size = 4u << 20;
-    p.device = a;
-    p.require_gpu = true;
-    std::unique_ptr<tp::shm::SharedSlots> s;
-    ASSERT_EQ(tp::shm::SharedSlots::create(ep.get(), p, &s), GDX_OK) << last_error();
-    EXPECT_TRUE(s->gpu_registered());
-    EXPECT_EQ(call("slots_accept " + std::to_string(b)), "ok 1");
-    ASSERT_TRUE(progress_until(*tp.iface, [&] { return s->state() == GDX_OK; }, std::chrono::milliseconds(10000)));
-    RemoteBuf r = alloc_remote("r", "cuda", kLen, 0, 2);
-    std::unique_ptr<Buffer> src;
-    ASSERT_EQ(Buffer::make(Kind::Cuda, a, kLen, 0, &src), GDX_OK);
-    ASSERT_EQ(src->fill(77), GDX_OK);
-    size_t frags = (kLen + p.slot_size - 1) / p.slot_size;
-    ASSERT_TRUE(link->send("slots_to_gpu r " + std::to_string(frags)));
-    for (size_t off = 0; off < kLen; off += p.slot_size) {
-        uint32_t slot;
-        gdx_status_t st = GDX_ERR_NO_RESOURCE;
-        ASSERT_TRUE(progress_until(*tp.iface, [&] { return (st = s->acquire(&slot)) != GDX_ERR_NO_RESOURCE; },
-                                   std::chrono::milliseconds(20000)));
-        ASSERT_EQ(st, GDX_OK);
-        size_t n = std::min(p.slot_size, kLen - off);
-        ASSERT_EQ(src->read(off, s->slot(slot), n), GDX_OK); // device -> registered shared host
-        ASSERT_TRUE(progress_until(*tp.iface, [&] { return (st = s->post(slot, n, off)) != GDX_ERR_NO_RESOURCE; },
-                                   std::chrono::milliseconds(20000)));
-        ASSERT_EQ(st, GDX_OK);
-    }
-    EXPECT_EQ(link->recv(std::chrono::milliseconds(60000), [&] { tp.iface->progress(); }), "ok");
-    EXPECT_EQ(check_remote("r", 0, kLen, 77, 0), "ok");
-    s.reset();
-}
-
-INSTANTIATE_TEST_SUITE_P(Gpu, StagedSlots, ::testing::Values(std::pair{0, 0}, std::pair{0, 1}),
-                         [](const ::testing::TestParamInfo<std::pair<int, int>> &i) {
-                             return i.param.first == i.param.second ? std::string("one_gpu") : std::string("two_gpus");
-                         });
 
 TEST(IpcLocal, NoGpuMeansNoDevices) {
     std::vector<tp::DeviceDesc> devs;

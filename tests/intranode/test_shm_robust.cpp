@@ -1,7 +1,6 @@
 // shm robustness between two processes: another uid is refused, a peer killed with SIGKILL fails our operations
 // (bounded) and leaves nothing behind, wakeups, and the shared bounce slots (host side).
 #include "pair_fixture.h"
-#include "transport/shm/shared_slots.h"
 #include "transport/shm/sock.h"
 #include "transport/wire.h"
 
@@ -114,71 +113,6 @@ TEST_F(ShmRobust, WakeupFdSignalsIncomingMessage) {
     ASSERT_EQ(am_got.size(), 1u);
     EXPECT_EQ(am_got[0].size(), 100u);
     EXPECT_EQ(link->recv(std::chrono::milliseconds(5000)), "done 0");
-}
-
-TEST_F(ShmRobust, SharedSlotsBothDirections) {
-    start("shm", "memory", {}, {});
-    ASSERT_FALSE(peer_failed);
-    ASSERT_TRUE(connect_both());
-    using tp::shm::SharedSlots;
-    // We produce 40 fills through 4 slots of 64 KiB (credits recycle); the peer checks each and releases it.
-    tp::shm::SlotsParams p;
-    p.nslots = 4;
-    p.slot_size = 65536;
-    std::unique_ptr<SharedSlots> s;
-    ASSERT_EQ(SharedSlots::create(ep.get(), p, &s), GDX_OK);
-    EXPECT_EQ(s->state(), GDX_INPROGRESS);
-    uint32_t slot;
-    EXPECT_EQ(s->acquire(&slot), GDX_ERR_NO_RESOURCE); // not accepted yet
-    EXPECT_EQ(call("slots_accept -1"), "ok 0");
-    ASSERT_TRUE(progress_until(*tp.iface, [&] { return s->state() == GDX_OK; }, std::chrono::milliseconds(10000)));
-    ASSERT_TRUE(link->send("slots_consume 40 1000"));
-    for (int k = 0; k < 40; ++k) {
-        gdx_status_t st = GDX_ERR_NO_RESOURCE;
-        ASSERT_TRUE(progress_until(*tp.iface, [&] { return (st = s->acquire(&slot)) != GDX_ERR_NO_RESOURCE; },
-                                   std::chrono::milliseconds(20000)));
-        ASSERT_EQ(st, GDX_OK);
-        size_t len = 65536 - static_cast<size_t>(k) * 7;
-        fill_pattern(s->slot(slot), len, 1000 + static_cast<uint64_t>(k));
-        ASSERT_TRUE(progress_until(*tp.iface, [&] { return (st = s->post(slot, len, k)) != GDX_ERR_NO_RESOURCE; },
-                                   std::chrono::milliseconds(20000)));
-        ASSERT_EQ(st, GDX_OK);
-    }
-    EXPECT_EQ(link->recv(std::chrono::milliseconds(30000), [&] { tp.iface->progress(); }), "ok");
-    // Misuse is refused with a status: a slot we do not hold, an over-long fill, consumer calls on a producer.
-    EXPECT_EQ(s->post(7, 10, 0), GDX_ERR_INVALID_PARAM);
-    tp::shm::SlotInfo si;
-    EXPECT_EQ(s->poll(&si), GDX_ERR_INVALID_PARAM);
-    s.reset();
-    // The peer produces, we consume.
-    ASSERT_TRUE(link->send("slots_produce 3 8192 25 500 -1"));
-    std::unique_ptr<SharedSlots> c;
-    gdx_status_t st = GDX_ERR_NO_RESOURCE;
-    ASSERT_TRUE(progress_until(*tp.iface, [&] {
-        return (st = SharedSlots::accept(ep.get(), -1, false, &c)) != GDX_ERR_NO_RESOURCE;
-    }, std::chrono::milliseconds(20000)));
-    ASSERT_EQ(st, GDX_OK);
-    EXPECT_FALSE(c->gpu_registered());
-    for (int k = 0; k < 25; ++k) {
-        ASSERT_TRUE(progress_until(*tp.iface, [&] { return (st = c->poll(&si)) != GDX_ERR_NO_RESOURCE; },
-                                   std::chrono::milliseconds(20000)));
-        ASSERT_EQ(st, GDX_OK);
-        EXPECT_EQ(si.tag, static_cast<uint64_t>(k));
-        EXPECT_EQ(si.len, 8192u - static_cast<size_t>(k) % 8192);
-        EXPECT_EQ(check_pattern(c->slot(si.slot), si.len, 500 + static_cast<uint64_t>(k)), -1);
-        EXPECT_EQ(c->release(si.slot + 100), GDX_ERR_INVALID_PARAM);
-        ASSERT_TRUE(progress_until(*tp.iface, [&] { return (st = c->release(si.slot)) != GDX_ERR_NO_RESOURCE; },
-                                   std::chrono::milliseconds(20000)));
-        ASSERT_EQ(st, GDX_OK);
-    }
-    EXPECT_EQ(link->recv(std::chrono::milliseconds(30000), [&] { tp.iface->progress(); }), "ok");
-    c.reset();
-}
-
-TEST(ShmSlotsLocal, RequiresShmEndpoint) {
-    tp::shm::SlotsParams p;
-    std::unique_ptr<tp::shm::SharedSlots> s;
-    EXPECT_EQ(tp::shm::SharedSlots::create(nullptr, p, &s), GDX_ERR_UNSUPPORTED);
 }
 
 } // namespace

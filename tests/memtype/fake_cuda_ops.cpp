@@ -10,6 +10,8 @@ gdx_status_t fake_copy_async(void *, const void *, size_t, int, CopyDir, CopyHan
 gdx_status_t fake_copy_test(CopyHandle *) { return fake_unsupported(); }
 gdx_status_t fake_host_alloc(size_t, int, void **) { return fake_unsupported(); }
 void fake_host_free(void *) {}
+gdx_status_t fake_host_register(void *, size_t, int) { return fake_unsupported(); }
+void fake_host_unregister(void *) {}
 gdx_status_t fake_dmabuf_fd(const void *, size_t, int *, uint64_t *) { return fake_unsupported(); }
 } // namespace
 
@@ -28,6 +30,8 @@ const Ops *FakeCudaOpsForTest::row() const {
         .copy_test = fake_copy_test,
         .host_alloc = fake_host_alloc,
         .host_free = fake_host_free,
+        .host_register = fake_host_register,
+        .host_unregister = fake_host_unregister,
         .dmabuf_fd = fake_dmabuf_fd,
         .revalidate = &FakeCudaOpsForTest::revalidate,
     };

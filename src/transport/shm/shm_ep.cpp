@@ -45,23 +45,16 @@ ShmEp::~ShmEp() {
         iface_->service_grants();
         sched_yield();
     }
-    if (!regions_.empty())
-        GDX_WARN(kComp, "endpoint destroyed with %zu shared-slot region(s) still attached", regions_.size());
-    for (SlotRegion *r : regions_) r->on_ep_failed(GDX_ERR_CANCELED, true);
     for (Op &op : ops_)
         if (op.active) complete_op(op, GDX_ERR_CANCELED);
     for (auto &f : flushes_)
         if (f.second) f.second->complete(GDX_ERR_CANCELED);
-    for (Offer &o : offers_) close(o.fd);
     iface_->remove_ep(this);
 }
 
 std::vector<uint8_t> ShmEp::address() const { return ch_.address({}); }
 
 gdx_status_t ShmEp::connect(std::span<const uint8_t> remote_address) { return ch_.connect(remote_address, nullptr); }
-
-void ShmEp::attach_region(SlotRegion *r) { regions_.push_back(r); }
-void ShmEp::detach_region(SlotRegion *r) { std::erase(regions_, r); }
 
 // ---- initiator ------------------------------------------------------------------------------------------
 
@@ -483,34 +476,16 @@ bool ShmEp::on_record(const RecHdr &h, const uint8_t *rec) {
     }
     case kRecPutData: handle_put_data(h, rec, blen); break;
     case kRecGetData: handle_get_data(h, rec, blen); break;
-    case kRecSlotReady:
-    case kRecSlotFree:
-    case kRecSlotAccept: {
-        SlotBody s;
-        if (!body_of(h, rec, &s)) {
-            protocol_error("short slot record");
-            break;
-        }
-        for (SlotRegion *r : regions_)
-            if (r->region_id() == s.region) {
-                r->on_slot_record(h.type, s);
-                break;
-            }
-        break;
-    }
     default: protocol_error("unknown record type"); break;
     }
     return true;
 }
 
 void ShmEp::on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *fds, size_t nfds) {
-    SlotOfferBody o;
-    if (type != kCtrlSlotOffer || len != sizeof(o) || nfds != 1) {
-        for (size_t i = 0; i < nfds; ++i) close(fds[i]);
-        return protocol_error("unexpected control message");
-    }
-    std::memcpy(&o, body, sizeof(o));
-    offers_.push_back({o.region, fds[0], o.seg_size, o.nslots, o.slot_size});
+    if (type == kCtrlMapGrant) return on_map_grant(body, len, fds, nfds);
+    for (size_t i = 0; i < nfds; ++i) close(fds[i]);
+    if (type == kCtrlMapReq) return on_map_req(body, len);
+    protocol_error("unexpected control message");
 }
 
 void ShmEp::on_failed(gdx_status_t status) {
@@ -523,7 +498,7 @@ void ShmEp::on_failed(gdx_status_t status) {
     for (auto &f : flushes_)
         if (f.second) f.second->complete(status);
     flushes_.clear();
-    for (SlotRegion *r : regions_) r->on_ep_failed(status, false);
+    fail_peer_maps(status);
     // Parked requests run once so they see the error from the operation they retry; then they are dropped.
     PendingRequest *req = pending_head_;
     pending_head_ = pending_tail_ = nullptr;
@@ -559,13 +534,13 @@ unsigned ShmEp::progress() {
         }
         ++n;
     }
-    if (active_ > 0) {
+    if (active_ + maps_pending_ > 0) {
         int64_t now = Hub::now_ns();
         int64_t quiet = now - std::max(ch_.last_rx_ns(), busy_since_ns_);
         if (quiet > iface_->tun().peer_timeout_ns) {
             ch_.fail(GDX_FAIL(GDX_ERR_TIMEOUT, kComp,
                               "pid %d silent for GDX_PEER_TIMEOUT with %zu operation(s) outstanding: declared dead",
-                              static_cast<int>(ch_.peer_pid()), active_),
+                              static_cast<int>(ch_.peer_pid()), active_ + maps_pending_),
                      "peer timeout");
         }
     }

@@ -9,6 +9,7 @@
 #include "transport/transport.h"
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -16,18 +17,6 @@
 namespace gdx::tp::shm {
 
 class ShmIface;
-
-// A shared-slots region riding on an endpoint (shared_slots.h); the endpoint routes slot records to it.
-class SlotRegion {
-  public:
-    virtual uint64_t region_id() const = 0;
-    virtual void on_slot_record(uint8_t type, const SlotBody &body) = 0;
-    // The endpoint failed (`status`), or is being destroyed (`gone`: forget it, it must not be touched again).
-    virtual void on_ep_failed(gdx_status_t status, bool gone) = 0;
-
-  protected:
-    ~SlotRegion() = default;
-};
 
 // ---- memory domain --------------------------------------------------------------------------------------
 
@@ -75,9 +64,16 @@ class ShmMd final : public MemoryDomain {
     RkeyTable &table() { return *table_; }
     GrantQuiescer &quiescer() { return *quiescer_; }
 
+    // Shared segments (memfd, 0600, size-sealed) a peer may map once it holds a key to all of one (shm_peer_map.cpp).
+    gdx_status_t alloc_shared(size_t len, void **out) override;
+    void free_shared(void *p) override;
+    // The segment that starts at `base` and holds `len` bytes, or nullptr.
+    const Segment *shared_segment(uintptr_t base, size_t len) const;
+
   private:
     std::shared_ptr<RkeyTable> table_;
     std::shared_ptr<GrantQuiescer> quiescer_;
+    std::map<uintptr_t, std::unique_ptr<Segment>> shared_; // by base address
 };
 
 // ---- the CMA grant mailboxes (in each segment's extra area; the peer writes both) -----------------------
@@ -117,6 +113,7 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     gdx_status_t flush(Completion *comp) override;
     gdx_status_t fence() override;
     gdx_status_t pending_add(PendingRequest *req) override;
+    gdx_status_t map_remote(const RemoteKey &rkey, uint8_t **local) override;
 
     // Interface hooks.
     unsigned progress();
@@ -128,19 +125,6 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     Channel &channel() { return ch_; }
     ShmIface *iface() const { return iface_; }
     size_t outstanding() const { return active_; }
-
-    // Shared bounce slots (shared_slots.h) ride on this endpoint.
-    void attach_region(SlotRegion *r);
-    void detach_region(SlotRegion *r);
-    // Offers of slot regions received from the peer and not yet accepted: (region id, fd, bytes, slots, size).
-    struct Offer {
-        uint64_t id;
-        int fd;
-        uint64_t seg_size;
-        uint32_t nslots;
-        uint64_t slot_size;
-    };
-    std::vector<Offer> &offers() { return offers_; }
 
     // ChannelOwner
     bool on_record(const RecHdr &hdr, const uint8_t *rec) override;
@@ -189,6 +173,10 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     void handle_get_data(const RecHdr &h, const uint8_t *body, size_t len);
     bool resources_free();
     void protocol_error(const char *what);
+    // map_remote's two halves (shm_peer_map.cpp): the owner answers a request, the requester maps the answer.
+    void on_map_req(const uint8_t *body, size_t len);
+    void on_map_grant(const uint8_t *body, size_t len, const int *fds, size_t nfds);
+    void fail_peer_maps(gdx_status_t status);
 
     ShmIface *iface_;
     Channel ch_;
@@ -205,8 +193,13 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     PendingRequest *pending_head_ = nullptr, *pending_tail_ = nullptr;
     uint64_t grant_seq_ = 0, serviced_grant_ = 0, grant_key_ = 0;
     int64_t busy_since_ns_ = 0; // when the outstanding count last rose from 0 (peer-timeout reference)
-    std::vector<SlotRegion *> regions_;
-    std::vector<Offer> offers_;
+    struct PeerMap {                 // the peer's shared memory mapped here, by the peer's key id
+        gdx_status_t status = GDX_INPROGRESS;
+        Segment seg;
+        uint64_t remote_base = 0;    // the peer's address of seg's first byte
+    };
+    std::unordered_map<uint64_t, PeerMap> peer_maps_;
+    size_t maps_pending_ = 0;        // asked, not answered: outstanding work for the silence clock
 };
 
 // ---- interface ------------------------------------------------------------------------------------------
