@@ -252,19 +252,7 @@ class EngineDataPath final : public DataPath {
         give(r);
         return st;
     }
-    void add_report(const fb::PathReport &p) {
-        agg_.bytes_direct += p.bytes_direct;
-        agg_.bytes_staged += p.bytes_staged;
-        agg_.frags_direct += p.frags_direct;
-        agg_.frags_staged += p.frags_staged;
-        agg_.frag_size = std::max(agg_.frag_size, p.frag_size);
-        agg_.depth = std::max(agg_.depth, p.depth);
-        agg_.local_reach |= p.local_reach;
-        agg_.remote_reach |= p.remote_reach;
-        agg_.stage_sides |= p.stage_sides;
-        agg_.reasons |= p.reasons;
-        agg_.small = agg_.small || p.small;
-    }
+    void add_report(const fb::PathReport &p) { agg_.merge(p); }
     static void on_request_done(fb::Request *base) {
         Req *r = static_cast<Req *>(base);
         if (r->self->closing_) return;

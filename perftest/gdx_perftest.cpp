@@ -2,6 +2,7 @@
 // every row. Launch like ib_write_bw (server, then client with the server's address), in one command
 // (--loopback: this program starts its peer by exec'ing itself), or under mpirun (2 ranks).
 #include "control.h"
+#include "mps.h"
 #include "options.h"
 #include "report.h"
 #include "session.h"
@@ -160,6 +161,20 @@ int main(int argc, char **argv) {
     gdx::Config cfg;
     if (gdx::Config::load({}, &cfg, &why) != GDX_OK) return fail(why);
     if (gdx::config_apply_logging(cfg, &why) != GDX_OK) return fail(why);
+
+    // Two processes on one GPU: MPS first, before anything here (or the peer) initializes CUDA.
+    MpsForRun mps;
+    if (opt.role == Role::Loopback && !opt.mpi) {
+        for (const auto &[local, remote] : opt.mem_pairs) {
+            auto gpu = [](const MemSpec &m) { return m.kind == MemKindOpt::Host || m.kind == MemKindOpt::HostPinned ? -1 : m.gpu; };
+            if (gpu(local) < 0 || gpu(local) != gpu(remote) || mps.active()) continue;
+            std::string note;
+            mps.start(opt.mps, gpu(local), &note);
+            std::fprintf(opt.csv ? stderr : stdout, "# %s\n", note.c_str());
+            std::fflush(opt.csv ? stderr : stdout);
+            break;
+        }
+    }
 
     // Memory this side must hold is checked before connecting: a missing GPU is a clear error, not a hang.
     if (opt.role != Role::Server) {

@@ -222,6 +222,8 @@ void print_usage(FILE *f) {
         "Launch:\n"
         "  -p, --port N          TCP port of the server (default 18515; server: 0 picks a free one)\n"
         "      --timeout SEC     longest single wait: connection, control message, completion (default 60)\n"
+        "      --mps auto|no     --loopback with both sides on one GPU: start a CUDA MPS daemon for the run\n"
+        "                        unless one runs (auto, default), so the two processes do not time-slice\n"
         "  -h, --help            this help\n"
         "Exit status: 0 success, 1 run failed, 2 bad arguments, 3 data validation mismatch.\n");
 }
@@ -351,6 +353,13 @@ bool parse_options(const std::vector<std::string> &args, Options *out, std::stri
             o.timeout_s = t;
         } else if (arg == "--loopback") {
             loopback = true;
+        } else if (arg == "--mps") {
+            if (!need("auto or no")) return false;
+            if (value != "auto" && value != "no") {
+                *why = "bad value '" + value + "' for --mps (accepted: auto, no)";
+                return false;
+            }
+            o.mps = value;
         } else if (arg == "--report-fd") { // internal: the loopback peer reports its port on this fd
             uint64_t fd = 0;
             if (!count("a file descriptor", &fd, true)) return false;

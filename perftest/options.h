@@ -70,6 +70,7 @@ struct Options {
     bool mpi = false;                   // launched by Open MPI (OMPI_COMM_WORLD_*)
     int mpi_rank = -1;
     double timeout_s = 60;              // no single wait (connect, a message, a completion) lasts longer
+    std::string mps = "auto";           // --mps auto|no: CUDA MPS for a loopback run on one GPU (mps.h)
 
     uint64_t iterations_for(Test t, uint64_t size) const;
     uint64_t warmup_for(Test t, uint64_t size) const;

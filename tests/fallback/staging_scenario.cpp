@@ -28,6 +28,8 @@ bool KindBuffer::allocate(const std::string &kind, size_t size, std::string *why
         k = AllocKind::CudaManaged;
     else if (kind == "vmm")
         k = AllocKind::CudaVmm;
+    else if (kind == "pool")
+        k = AllocKind::CudaPool;
     else {
         *why = "unknown memory kind '" + kind + "'";
         return false;

@@ -179,6 +179,48 @@ TEST_F(StagingGpuTwoProcess, StagedThroughShm) {
     TwoProcessRun r = go("cuda", "cuda", (size_t(64) << 20) + 7, "shm");
     expect_exact(r);
     EXPECT_EQ(r.rank0.transports, "shm");
+    // Zero CPU copies: the sender's D2H lands in the receiver's slot, mapped here.
+    EXPECT_NE(r.rank0.put_path.find("peer-mapped"), std::string::npos) << r.rank0.put_path;
+}
+
+// The intra-node staged path's integrity matrix: every pair of GPU kinds the engine stages (device, managed, VMM,
+// stream-ordered pool), odd sizes from 1 B, puts and gets in flight at once, over shm with its mapped pools.
+class StagingGpuShmMatrix : public StagingGpuTwoProcess {};
+
+TEST_P(StagingGpuShmMatrix, ByteExact) {
+    if (tp::find_component("shm") == nullptr) GTEST_SKIP() << "no shm transport in this build";
+    auto [mine, peer] = GetParam();
+    for (size_t size : {size_t(1), size_t(8191), (size_t(1) << 20) + 13, (size_t(64) << 20) + 5}) {
+        SCOPED_TRACE(size);
+        TwoProcessRun r = go(mine, peer, size, "shm");
+        expect_exact(r);
+        EXPECT_EQ(r.rank0.transports, "shm");
+        if (size > 8192) {
+            EXPECT_NE(r.rank0.put_path.find("peer-mapped"), std::string::npos) << r.rank0.put_path;
+        }
+    }
+}
+
+const char *const kStagedKinds[] = {"cuda", "managed", "vmm", "pool"};
+INSTANTIATE_TEST_SUITE_P(Kinds, StagingGpuShmMatrix,
+                         ::testing::Combine(::testing::ValuesIn(kStagedKinds), ::testing::ValuesIn(kStagedKinds)),
+                         [](const auto &i) { return std::string(std::get<0>(i.param)) + "_" + std::get<1>(i.param); });
+
+TEST_F(StagingGpuTwoProcess, ShmOneGiBAndMixedAndFaults) {
+    if (tp::find_component("shm") == nullptr) GTEST_SKIP() << "no shm transport in this build";
+    TwoProcessRun big = go("cuda", "vmm", size_t(1) << 30, "shm");
+    expect_exact(big);
+    std::printf("[ path     ] 1 GiB over shm: put %s | get %s\n", big.rank0.put_path.c_str(), big.rank0.get_path.c_str());
+    // One message, two paths: host memory here is reachable, the peer's GPU memory is staged on its side only.
+    TwoProcessRun mixed = go("host", "cuda", (size_t(32) << 20) + 3, "shm", {{"GDX_FAULT_P2P_EVERY", "3"}});
+    expect_exact(mixed);
+    // Slots scarce on both sides: credits, recalls and back-pressure, never an error.
+    TwoProcessRun tight = go("cuda", "cuda", (size_t(48) << 20) + 1, "shm", {{"GDX_FAULT_POOL_LIMIT", "1"}});
+    expect_exact(tight);
+    // A failing copy fails its request with GDX_ERR_IO, never wrong bytes reported as success.
+    TwoProcessRun bad = go("cuda", "cuda", 16 << 20, "shm", {{"GDX_FAULT_COPY_EVERY", "2"}});
+    EXPECT_EQ(bad.setup_error, "");
+    EXPECT_EQ(bad.rank0.op_status, GDX_ERR_IO) << gdx_status_string(bad.rank0.op_status);
 }
 
 TEST_F(StagingGpuTwoProcess, FailedCopiesFailCleanlyAcrossProcesses) {
