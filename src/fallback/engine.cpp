@@ -6,7 +6,9 @@
 #include "fallback/staging_target.h"
 #include "memtype/memtype.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <sys/random.h>
 
 namespace gdx::fb {
@@ -111,15 +113,38 @@ gdx_status_t EngineCore::copy_test(mem::CopyHandle *h) {
     return st;
 }
 
-gdx_status_t EngineCore::copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device) {
+gdx_status_t EngineCore::copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device,
+                                   mem::CopyDir dir) {
     if (fault.fail_copy()) {
         ++stats.copy_failures;
         return fail(GDX_ERR_IO, log::Level::Debug, kComp,
                     "small-message copy of %zu bytes failed: injected by GDX_FAULT_COPY_EVERY", len);
     }
-    gdx_status_t st = mem::ops(kind).copy(dst, src, len, device);
+    const mem::Ops &row = mem::ops(kind);
+    void *scratch = nullptr;
+    if (kind != mem::MemKind::Host && dir != mem::CopyDir::Unknown && len <= small_max) {
+        auto [it, fresh] = small_scratch.try_emplace(device, nullptr);
+        if (fresh && row.host_alloc(std::max<size_t>(small_max, 1), device, &it->second) != GDX_OK)
+            it->second = nullptr; // said by host_alloc; the copies below then go straight (slower, still right)
+        scratch = it->second;
+    }
+    gdx_status_t st;
+    if (scratch == nullptr) {
+        st = row.copy(dst, src, len, device);
+    } else if (dir == mem::CopyDir::ToHost) {
+        st = row.copy(scratch, src, len, device);
+        if (st == GDX_OK) std::memcpy(dst, scratch, len);
+    } else {
+        std::memcpy(scratch, src, len);
+        st = row.copy(dst, scratch, len, device);
+    }
     if (st != GDX_OK) ++stats.copy_failures;
     return st;
+}
+
+EngineCore::~EngineCore() {
+    for (auto &[device, p] : small_scratch)
+        if (p != nullptr) mem::ops(mem::MemKind::Cuda).host_free(p);
 }
 
 void EngineCore::protocol_error(const char *what, const std::string &why) {

@@ -47,7 +47,13 @@ struct EngineCore {
     gdx_status_t copy_async(void *dst, const void *src, size_t len, mem::MemKind kind, int device, mem::CopyDir dir,
                             mem::CopyHandle *h);
     gdx_status_t copy_test(mem::CopyHandle *h);
-    gdx_status_t copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device);
+    // Synchronous copy for the small-message path. `dir` says which side is the row's memory: between GPU memory
+    // and pageable memory (a message being built, the transport's ring) it goes through a pinned scratch buffer of
+    // the device, because the driver stages pageable copies itself, several microseconds slower per copy.
+    gdx_status_t copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device, mem::CopyDir dir);
+    ~EngineCore();
+
+    std::map<int, void *> small_scratch; // pinned, small_max bytes, by device (made on first use)
 
     // Logs a refused control message and counts it.
     void protocol_error(const char *what, const std::string &why);

@@ -31,7 +31,7 @@ void StagingPipeline::send_small(Op &op) {
         m.type = CtrlType::SmallPut;
         data.resize(op.len);
         gdx_status_t st = core_.copy_sync(data.data(), op.local->ptr(op.loff), op.len, op.local->info().kind,
-                                          op.local->info().device);
+                                          op.local->info().device, mem::CopyDir::ToHost);
         if (st != GDX_OK) {
             fail(f, st);
             return;
@@ -129,7 +129,7 @@ void StagingPipeline::on_small_get_data(PeerLink &peer, const CtrlMsg &m) {
         return;
     }
     gdx_status_t st = core_.copy_sync(op->local->ptr(op->loff), m.data.data(), op->len, op->local->info().kind,
-                                      op->local->info().device);
+                                      op->local->info().device, mem::CopyDir::ToDevice);
     if (st != GDX_OK) fail(*f, st);
 }
 

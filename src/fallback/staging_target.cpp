@@ -242,7 +242,8 @@ void StagingTarget::on_small_put(PeerLink &peer, const CtrlMsg &m) {
     gdx_status_t st = GDX_OK;
     Region *r = check_region(m, tp::kAccessRemoteWrite, "SMALL_PUT", &st);
     if (r != nullptr) {
-        st = core_.copy_sync(r->ptr(m.offset), m.data.data(), m.length, r->info().kind, r->info().device);
+        st = core_.copy_sync(r->ptr(m.offset), m.data.data(), m.length, r->info().kind, r->info().device,
+                             mem::CopyDir::ToDevice);
         core_.stats.target_bytes_copied += m.length;
     }
     answer_done(peer, m.token, st, kNoSlot, kNoSlot, false);
@@ -262,7 +263,8 @@ void StagingTarget::on_small_get_req(PeerLink &peer, const CtrlMsg &m) {
     }
     if (r != nullptr) {
         data.resize(m.length);
-        st = core_.copy_sync(data.data(), r->ptr(m.offset), m.length, r->info().kind, r->info().device);
+        st = core_.copy_sync(data.data(), r->ptr(m.offset), m.length, r->info().kind, r->info().device,
+                             mem::CopyDir::ToHost);
         core_.stats.target_bytes_copied += m.length;
     }
     a.status = st;

@@ -454,13 +454,21 @@ gdx_status_t cuda_copy(void *dst, const void *src, size_t len, int device) {
     DeviceState *ds = device_state(h.device);
     cuda::DeviceScope scope(h.device);
     CUevent ev = static_cast<CUevent>(h.event);
-    CUresult r = api->cuEventSynchronize(ev);
+    // Polled, not cuEventSynchronize: the synchronous copies are the small-message path's, a few microseconds
+    // each, and a blocking wait that yields or sleeps (the context's scheduling policy decides) adds its wake-up
+    // to every one of them.
+    CUresult r;
+    while ((r = api->cuEventQuery(ev)) == CUDA_ERROR_NOT_READY) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+    }
     if (r == CUDA_SUCCESS) {
         give_event(ds, ev);
         return GDX_OK;
     }
     api->cuEventDestroy(ev);
-    return driver_error(r, log::Level::Error, "cuda copy (cuEventSynchronize)");
+    return driver_error(r, log::Level::Error, "cuda copy (cuEventQuery)");
 }
 
 // ---- pinned bounce buffers, dma-buf -------------------------------------------------------------------------
