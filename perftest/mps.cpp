@@ -116,7 +116,15 @@ void MpsForRun::start(const std::string &mode, int gpu, std::string *note) {
 }
 
 MpsForRun::~MpsForRun() {
-    if (started_) run_control(ctl_, nullptr, "quit\n");
+    if (started_) {
+        run_control(ctl_, nullptr, "quit\n");
+        // 'quit' returns at once; the daemon (and its server) exit after. Waiting here keeps the next CUDA process
+        // on this GPU from starting while an MPS server of ours is still shutting down.
+        std::string pipe = dir_ + "/pipe/control";
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (access(pipe.c_str(), F_OK) == 0 && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     if (!dir_.empty()) {
         std::error_code ec;
         fs::remove_all(dir_, ec);
