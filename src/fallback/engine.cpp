@@ -132,11 +132,11 @@ gdx_status_t EngineCore::copy_sync(void *dst, const void *src, size_t len, mem::
     if (scratch == nullptr) {
         st = row.copy(dst, src, len, device);
     } else if (dir == mem::CopyDir::ToHost) {
-        st = row.copy(scratch, src, len, device);
+        st = row.copy_pinned(scratch, src, len, device, dir);
         if (st == GDX_OK) std::memcpy(dst, scratch, len);
     } else {
         std::memcpy(scratch, src, len);
-        st = row.copy(dst, scratch, len, device);
+        st = row.copy_pinned(dst, scratch, len, device, dir);
     }
     if (st != GDX_OK) ++stats.copy_failures;
     return st;

@@ -471,6 +471,22 @@ gdx_status_t cuda_copy(void *dst, const void *src, size_t len, int device) {
     return driver_error(r, log::Level::Error, "cuda copy (cuEventQuery)");
 }
 
+gdx_status_t cuda_copy_pinned(void *dst, const void *src, size_t len, int device, CopyDir dir) {
+    if (dir == CopyDir::Unknown) return cuda_copy(dst, src, len, device);
+    const cuda::DriverApi *api = cuda::driver();
+    if (api == nullptr) return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "cuda copy: %s", cuda::why_unavailable().c_str());
+    cuda::DeviceScope scope(device < 0 ? 0 : device);
+    if (!scope.ok()) return driver_error(scope.status(), log::Level::Error, "cuda copy: binding the context");
+    // With a pinned host side both calls return once the bytes have landed (the driver's documented behaviour for
+    // pinned memory), on the context's own (legacy) stream, which the engine's non-blocking streams do not wait on.
+    CUresult r = dir == CopyDir::ToHost
+                     ? api->cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), len)
+                     : api->cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(dst), src, len);
+    if (r != CUDA_SUCCESS)
+        return driver_error(r, log::Level::Error, dir == CopyDir::ToHost ? "cuMemcpyDtoH" : "cuMemcpyHtoD");
+    return GDX_OK;
+}
+
 // ---- pinned bounce buffers, dma-buf -------------------------------------------------------------------------
 
 gdx_status_t cuda_host_alloc(size_t len, int device, void **out) {
@@ -608,6 +624,7 @@ gdx_status_t cuda_query(const void *, MemInfo *) { return GDX_ERR_NOT_FOUND; }
 gdx_status_t cuda_revalidate(const void *, const MemInfo &) { return GDX_ERR_NOT_FOUND; }
 gdx_status_t no_cuda() { return GDX_FAIL(GDX_ERR_UNSUPPORTED, kComp, "gdx was built without cuda.h"); }
 gdx_status_t cuda_copy(void *, const void *, size_t, int) { return no_cuda(); }
+gdx_status_t cuda_copy_pinned(void *, const void *, size_t, int, CopyDir) { return no_cuda(); }
 gdx_status_t cuda_copy_async(void *, const void *, size_t, int, CopyDir, CopyHandle *) { return no_cuda(); }
 gdx_status_t cuda_copy_test(CopyHandle *) { return no_cuda(); }
 gdx_status_t cuda_host_alloc(size_t, int, void **) { return no_cuda(); }
@@ -626,6 +643,7 @@ const Ops kCudaRow = {
     .available = cuda_available,
     .query = cuda_query,
     .copy = cuda_copy,
+    .copy_pinned = cuda_copy_pinned,
     .copy_async = cuda_copy_async,
     .copy_test = cuda_copy_test,
     .host_alloc = cuda_host_alloc,

@@ -95,6 +95,10 @@ gdx_status_t host_alloc(size_t len, int /*device*/, void **out) {
 }
 
 void host_free(void *p) { std::free(p); }
+gdx_status_t host_copy_pinned(void *dst, const void *src, size_t len, int, CopyDir) {
+    std::memmove(dst, src, len);
+    return GDX_OK;
+}
 gdx_status_t host_register(void *, size_t, int) { return GDX_OK; } // the CPU reaches host memory as it is
 void host_unregister(void *) {}
 
@@ -111,6 +115,7 @@ const Ops kHostRow = {
     .available = host_available,
     .query = host_query,
     .copy = host_copy,
+    .copy_pinned = host_copy_pinned,
     .copy_async = host_copy_async,
     .copy_test = host_copy_test,
     .host_alloc = host_alloc,

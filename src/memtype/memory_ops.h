@@ -84,6 +84,10 @@ struct Ops {
     gdx_status_t (*query)(const void *ptr, MemInfo *out);
     // Synchronous copy; either side may be of this kind or host.
     gdx_status_t (*copy)(void *dst, const void *src, size_t len, int device);
+    // Synchronous copy whose host side is pinned for this backend (host_alloc / host_register memory): the
+    // shortest synchronous form (the CUDA row: one cuMemcpyDtoH/HtoD, no stream, event or poll), for copies of a
+    // few bytes whose cost is the driver's, not the bus's.
+    gdx_status_t (*copy_pinned)(void *dst, const void *src, size_t len, int device, CopyDir dir);
     // Asynchronous copy on a dedicated non-blocking stream of `device` (round-robin over a few streams), with
     // one event per copy. GDX_OK: finished already (host); GDX_INPROGRESS: poll copy_test.
     gdx_status_t (*copy_async)(void *dst, const void *src, size_t len, int device, CopyDir dir, CopyHandle *h);

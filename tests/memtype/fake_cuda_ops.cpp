@@ -6,6 +6,7 @@ namespace {
 bool fake_available() { return true; }
 gdx_status_t fake_unsupported() { return GDX_ERR_UNSUPPORTED; }
 gdx_status_t fake_copy(void *, const void *, size_t, int) { return fake_unsupported(); }
+gdx_status_t fake_copy_pinned(void *, const void *, size_t, int, CopyDir) { return fake_unsupported(); }
 gdx_status_t fake_copy_async(void *, const void *, size_t, int, CopyDir, CopyHandle *) { return fake_unsupported(); }
 gdx_status_t fake_copy_test(CopyHandle *) { return fake_unsupported(); }
 gdx_status_t fake_host_alloc(size_t, int, void **) { return fake_unsupported(); }
@@ -26,6 +27,7 @@ const Ops *FakeCudaOpsForTest::row() const {
         .available = fake_available,
         .query = &FakeCudaOpsForTest::query,
         .copy = fake_copy,
+        .copy_pinned = fake_copy_pinned,
         .copy_async = fake_copy_async,
         .copy_test = fake_copy_test,
         .host_alloc = fake_host_alloc,
