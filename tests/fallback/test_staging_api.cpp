@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 namespace gdx::test {
@@ -213,6 +215,11 @@ TEST_P(TwoProcessHost, EverythingStaged) {
     // Gets are staged out by the peer: over shm straight into our landing slots (the peer's counters say so; here
     // the bytes checked by both ranks are what counts).
     EXPECT_NE(r.rank0.get_path.find("staged"), std::string::npos) << r.rank0.get_path;
+    // The context is gone: so are our pools' shared segments and our mappings of the peer's (nothing named, nothing
+    // left in this process's address space).
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) EXPECT_EQ(line.find("gdx-shared"), std::string::npos) << line;
 }
 
 TEST_P(TwoProcessHost, MixedDirectAndStaged) {
