@@ -9,14 +9,13 @@ module="$1" tl="$2" level="$3" test="$4"; shift 4
 require_tl "$module" "$tl"
 log="${TMPDIR:-/tmp}/uct-perftest-$tl-$level-$test-$$"
 # Only ucx_perftest gets the module (and, in sanitizer builds, its runtime): not this shell's helpers.
-preload=$(preload_of "$module")
 if [ "$level" = uct ]; then
   dev=$(first_device "$module" "$tl")
   [ -n "$dev" ] || fail "no device for $tl"
-  run_pair "$log" env LD_PRELOAD="$preload" ucx_perftest -t "$test" -x "$tl" -d "$dev" "$@"
+  run_pair "$log" "$(dirname "$0")/with_module.sh" "$module" ucx_perftest -t "$test" -x "$tl" -d "$dev" "$@"
 else
   export UCX_TLS="$tl,gdx_aux:aux" UCX_LOG_LEVEL=info
-  run_pair "$log" env LD_PRELOAD="$preload" ucx_perftest -t "$test" "$@"
+  run_pair "$log" "$(dirname "$0")/with_module.sh" "$module" ucx_perftest -t "$test" "$@"
   # UCP must have put its lanes on the gdx transport, not on anything else
   grep -q "ep_cfg\[[0-9]*\]: .*($tl/" "$log.client" || fail "client: no UCP lane on $tl: $(grep ep_cfg "$log.client")"
 fi
