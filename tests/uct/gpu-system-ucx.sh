@@ -51,7 +51,7 @@ cmake -S "$root" -B "$bdir" -DGDX_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebIn
       > "$out/cmake.log" 2>&1 || { cat "$out/cmake.log"; die "cmake failed"; }
 grep "gdx: libuct_gdx" "$out/cmake.log"
 grep -q "gdx: libuct_gdx.so.0 for UCX" "$out/cmake.log" || die "the module is not configured (cmake.log above)"
-cmake --build "$bdir" -j "$(nproc)" --target uct_gdx uct_gdx_fakever uct_loopback_check uct_loopback_check_linked \
+cmake --build "$bdir" -j "$(nproc)" --target uct_gdx uct_gdx_loader uct_gdx_fakever uct_loopback_check uct_loopback_check_linked \
       ucp_gpu_check uct_mpi_check uct_mpi_gpu_check > "$out/build.log" 2>&1 ||
   { tail -50 "$out/build.log"; die "build failed"; }
 
