@@ -74,7 +74,7 @@ case "$which" in
   # automake: libltdl-dev (pulled by libopenmpi-dev) names automake-1.17, a virtual package debootstrap's resolver
   # does not follow.
   pkgs=(libucx0 libucx-dev ucx-utils openmpi-bin libopenmpi-dev automake gcc g++ libc6-dev cmake ninja-build
-        pkg-config libhwloc-dev libibverbs-dev libboost-dev python3 procps hostname)
+        pkg-config libhwloc-dev libibverbs-dev libboost-dev libgtest-dev libgmock-dev python3 procps hostname)
   if [ ! -x "$chroot_dir/usr/bin/ucx_info" ]; then
     step "debootstrap Debian 13 (trixie) into $chroot_dir"
     command -v debootstrap >/dev/null || { apt-get update -q && apt-get install -y -q debootstrap; }
@@ -93,9 +93,12 @@ case "$which" in
   mnt sysfs /sys -t sysfs
   mnt tmpfs /dev/shm -t tmpfs
   in_root() { chroot "$chroot_dir" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TMPDIR=/tmp "$@"; }
-  missing=$(in_root dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${pkgs[@]}" 2>&1 | awk '$2 != "installed" {print $1}' || true)
+  missing=""
+  for p in "${pkgs[@]}"; do
+    [ "$(in_root dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=" $p"
+  done
   if [ -n "$missing" ]; then
-    step "apt-get install in the Debian 13 root: $missing"
+    step "apt-get install in the Debian 13 root:$missing"
     cp /etc/resolv.conf "$chroot_dir/etc/resolv.conf"
     in_root sh -c "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends ${pkgs[*]}" \
       > "$work/apt-1.18.log" 2>&1 || { tail -20 "$work/apt-1.18.log"; die "apt-get install in the root failed"; }
