@@ -9,7 +9,9 @@ module="$1" tl="$2" level="$3" test="$4"; shift 4
 require_tl "$module" "$tl"
 log="${TMPDIR:-/tmp}/uct-perftest-$tl-$level-$test-$$"
 # A ucx_perftest built with MPI (Debian 13's) takes its peer from MPI unless told -P 0; one without rejects -P.
-if timeout 30 ucx_perftest -h 2>&1 | grep -q "disable/enable MPI mode"; then set -- "$@" -P 0; fi
+# (The help text is read whole first: grep -q closing the pipe early would fail the pipeline under pipefail.)
+help=$(timeout 30 ucx_perftest -h 2>&1 || true)
+if grep -q "disable/enable MPI mode" <<<"$help"; then set -- "$@" -P 0; fi
 # Only ucx_perftest gets the module (and, in sanitizer builds, its runtime): not this shell's helpers.
 if [ "$level" = uct ]; then
   dev=$(first_device "$module" "$tl")
