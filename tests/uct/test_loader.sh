@@ -12,6 +12,18 @@ ver=$(sed -n 's/^version=//p' "$manifest")
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/uct-loader.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
+running=$(timeout 60 ucx_info -v | sed -n 's/^# \(Library version:\|Version\) \([0-9.]*\).*/\2/p' | head -1)
+IFS=. read -r major minor _ <<<"$running"
+if [ "$major" -gt 1 ] || [ "$minor" -ge 22 ]; then
+  # UCX 1.22 loads the module itself: the loader must stand aside, or every component would be registered twice.
+  out=$(LD_PRELOAD="$loader" LIBUCT_GDX_PATH="$(dirname "$module")" timeout 60 ucx_info -d 2>&1) || fail "$out"
+  grep -q "Component: gdx_" <<<"$out" && fail "UCX $running: the loader loaded a module itself"
+  out=$(LD_PRELOAD="$loader" UCX_PLUGIN_PATH="$(dirname "$module")" timeout 60 ucx_info -d 2>&1) || fail "$out"
+  [ "$(grep -c 'Component: gdx_shm$' <<<"$out")" = 1 ] || fail "UCX $running: gdx_shm not registered exactly once"
+  echo "PASS (UCX $running: the loader stands aside, UCX_PLUGIN_PATH loads the module once)"
+  exit 0
+fi
+
 # the matching build: gdx transports listed
 out=$(LD_PRELOAD="$loader" LIBUCT_GDX_PATH="$(dirname "$module")" timeout 60 ucx_info -d 2>&1) ||
   fail "ucx_info -d with the loader failed: $out"
