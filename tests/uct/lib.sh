@@ -45,6 +45,19 @@ first_device() {
   awk -v tl="$2" '$0 ~ "Transport: "tl"$" {getline; sub(/.*Device: /, ""); print; exit}' <<<"$out"
 }
 
+# wait_listen PORT PID: until something listens on TCP PORT (read from /proc: no connection is made, so the
+# server's one accept is not used up), PID exits, or UCT_TEST_TIMEOUT passes.
+wait_listen() {
+  local hex i
+  hex=$(printf '%04X' "$1")
+  for ((i = 0; i < UCT_TEST_TIMEOUT * 10; i++)); do
+    awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" {found=1} END {exit !found}' /proc/net/tcp /proc/net/tcp6 2>/dev/null &&
+      return 0
+    kill -0 "$2" 2>/dev/null || return 0
+    sleep 0.1
+  done
+}
+
 # run_pair LOGPREFIX CMD...: CMD as server, then CMD plus 127.0.0.1 as client (ucx_perftest style); both must
 # exit 0 within UCT_TEST_TIMEOUT. Prints both logs on failure.
 run_pair() {
@@ -53,8 +66,9 @@ run_pair() {
   port=$(free_port)
   timeout "$UCT_TEST_TIMEOUT" "$@" -p "$port" >"$log.server" 2>&1 &
   spid=$!
-  sleep 0.3
-  # the client retries its connection while the server starts
+  # Start the client once the server listens: ucx_perftest 1.13 retries a refused connection, later ones fail at
+  # once (a loaded host can take seconds to bring the server up).
+  wait_listen "$port" "$spid"
   timeout "$UCT_TEST_TIMEOUT" "$@" -p "$port" 127.0.0.1 >"$log.client" 2>&1
   crc=$?
   wait "$spid"
