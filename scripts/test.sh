@@ -3,15 +3,30 @@
 #   1. the CPU test set (ctest -L cpu) on a warnings-as-errors build;
 #   2. the RDMA test set inside a soft-RoCE qemu guest (tests/rxe/), one boot;
 #   3. the wire-protocol fuzzer for a bounded time (clang libFuzzer);
-#   4. the CPU test set again under AddressSanitizer + UndefinedBehaviorSanitizer (its ctest summary ends the
+#   4. the UCX module's uct.* set on other UCX releases (tests/uct/ucx-matrix.sh): UCX 1.22.0 built from the
+#      shared release sources (../shared/ucx-src), loaded through UCX_PLUGIN_PATH; Debian 13's UCX 1.18.1 and
+#      Open MPI 5 in a debootstrapped root. (Debian 12's UCX 1.13.1 + Open MPI 4.1: in stage 1.)
+#   5. the CPU test set again under AddressSanitizer + UndefinedBehaviorSanitizer (its ctest summary ends the
 #      output).
+# Each stage's cost is printed when it ends, and all of them before the last stage.
 # GPU tests skip here with a stated reason; run them on a GPU machine with scripts/test-gpu.sh.
-# Environment: GDX_TEST_SKIP_RXE=1 / GDX_TEST_SKIP_FUZZ=1 / GDX_TEST_SKIP_ASAN=1 skip a stage (local use).
+# Environment: GDX_TEST_SKIP_RXE=1 / GDX_TEST_SKIP_FUZZ=1 / GDX_TEST_SKIP_UCX_MATRIX=1 / GDX_TEST_SKIP_ASAN=1 skip a
+# stage (local use); GDX_UCX_MATRIX_WORK (default <repo>/.ucx-matrix) keeps the UCX builds and the Debian 13 root.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 t0=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - t0 ))s] $*"; }
+costs=()
+stage_name="" stage_t=$t0
+stage() {
+  local now; now=$(date +%s)
+  if [ -n "$stage_name" ]; then
+    costs+=("$(printf '%5ss  %s' $(( now - stage_t )) "$stage_name")")
+    echo "=== cost: $(( now - stage_t ))s for: $stage_name"
+  fi
+  stage_name="$*" stage_t=$now
+  echo; echo "=== [$(( now - t0 ))s] $*"
+}
 
 stage "setup"
 scripts/setup.sh --all
@@ -35,6 +50,14 @@ if [ "${GDX_TEST_SKIP_FUZZ:-0}" != 1 ] && [ -x tests/fuzz/run.sh ]; then
   tests/fuzz/run.sh 60 || fail=1
 fi
 
+if [ "${GDX_TEST_SKIP_UCX_MATRIX:-0}" != 1 ]; then
+  work=${GDX_UCX_MATRIX_WORK:-$root/.ucx-matrix}
+  stage "uct.* on UCX 1.22.0 (built from ../shared/ucx-src, module through UCX_PLUGIN_PATH)"
+  tests/uct/ucx-matrix.sh 1.22 "$work" || fail=1
+  stage "uct.* on Debian 13: UCX 1.18.1 + Open MPI 5 (debootstrapped root)"
+  tests/uct/ucx-matrix.sh 1.18 "$work" || fail=1
+fi
+
 last_dir=build
 if [ "${GDX_TEST_SKIP_ASAN:-0}" != 1 ]; then
   stage "build with address,undefined sanitizers"
@@ -42,6 +65,7 @@ if [ "${GDX_TEST_SKIP_ASAN:-0}" != 1 ]; then
   last_dir=build-asan
 fi
 stage "earlier stages $([ $fail = 0 ] && echo passed || echo FAILED); CPU test set in $last_dir (its ctest summary ends this output)"
+echo "=== stage costs so far:"; printf '%s\n' "${costs[@]}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 rc=0
 ctest --test-dir "$last_dir" -L cpu --output-on-failure -j2 || rc=$?

@@ -15,10 +15,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$(cd -- "$1" && pwd -P)
 bin=$build/tests/rc/rc_two_host
 [ -x "$bin" ] || { echo "two-host: $bin not built" >&2; exit 2; }
-# The guests see the host's / read-only but have a /tmp of their own (RXE_VM_RW_CWD=0 below): a build tree under
-# /tmp is invisible there ("command not found"). Say so instead.
-case "$build/" in /tmp/*) echo "two-host: $build is under /tmp, which the guests do not share: build elsewhere" >&2
-                          exit 2 ;; esac
+# The guests see the host's / read-only but have a /tmp, /var/tmp and /dev/shm of their own (RXE_VM_RW_CWD=0
+# below): a build tree there (a clone under /tmp) would be invisible ("command not found"). It is shared with
+# both guests at its path instead (run-in-rxe-vm.sh mounts shares over those private directories).
+case "$build/" in /tmp/*|/var/tmp/*|/dev/shm/*) export RXE_VM_RW="${RXE_VM_RW:-} $build" ;; esac
 
 work=$(mktemp -d /tmp/gdx-two-host.XXXXXX)
 sock=$work/link.sock

@@ -15,8 +15,21 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # The LD_PRELOAD list that loads module $1 (tools/gdx-run decides: a sanitizer runtime the module needs comes first).
 preload_of() { "$(dirname "${BASH_SOURCE[0]}")/../../tools/gdx-run" --module "$1" --print-preload; }
 
-# ucx_info_with MODULE ARGS...: ucx_info with the module preloaded, bounded in time.
-ucx_info_with() { local m="$1"; shift; LD_PRELOAD="$(preload_of "$m")" timeout 60 ucx_info "$@"; }
+# The VAR=value assignments that load module $1 into a process of the running UCX, one a line (tools/gdx-run
+# decides: UCX_PLUGIN_PATH on UCX >= 1.22, the loader preloaded below that; README.md "Loading").
+load_env_of() { "$(dirname "${BASH_SOURCE[0]}")/../../tools/gdx-run" --module "$1" --print-load-env; }
+
+# with_loaded MODULE CMD...: CMD with the module loaded as above. (No process substitution: the soft-RoCE
+# guest lacks /dev/fd.)
+with_loaded() {
+  local m="$1" envs=() line
+  shift
+  while IFS= read -r line; do [ -n "$line" ] && envs+=("$line"); done <<<"$(load_env_of "$m")"
+  env "${envs[@]}" "$@"
+}
+
+# ucx_info_with MODULE ARGS...: ucx_info with the module loaded, bounded in time.
+ucx_info_with() { local m="$1"; shift; with_loaded "$m" timeout 60 ucx_info "$@"; }
 
 # Fails unless `ucx_info -d` (with the module preloaded) lists transport $2.
 require_tl() {
@@ -32,6 +45,19 @@ first_device() {
   awk -v tl="$2" '$0 ~ "Transport: "tl"$" {getline; sub(/.*Device: /, ""); print; exit}' <<<"$out"
 }
 
+# wait_listen PORT PID: until something listens on TCP PORT (read from /proc: no connection is made, so the
+# server's one accept is not used up), PID exits, or UCT_TEST_TIMEOUT passes.
+wait_listen() {
+  local hex i
+  hex=$(printf '%04X' "$1")
+  for ((i = 0; i < UCT_TEST_TIMEOUT * 10; i++)); do
+    awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" {found=1} END {exit !found}' /proc/net/tcp /proc/net/tcp6 2>/dev/null &&
+      return 0
+    kill -0 "$2" 2>/dev/null || return 0
+    sleep 0.1
+  done
+}
+
 # run_pair LOGPREFIX CMD...: CMD as server, then CMD plus 127.0.0.1 as client (ucx_perftest style); both must
 # exit 0 within UCT_TEST_TIMEOUT. Prints both logs on failure.
 run_pair() {
@@ -40,8 +66,9 @@ run_pair() {
   port=$(free_port)
   timeout "$UCT_TEST_TIMEOUT" "$@" -p "$port" >"$log.server" 2>&1 &
   spid=$!
-  sleep 0.3
-  # the client retries its connection while the server starts
+  # Start the client once the server listens: ucx_perftest 1.13 retries a refused connection, later ones fail at
+  # once (a loaded host can take seconds to bring the server up).
+  wait_listen "$port" "$spid"
   timeout "$UCT_TEST_TIMEOUT" "$@" -p "$port" 127.0.0.1 >"$log.client" 2>&1
   crc=$?
   wait "$spid"
@@ -58,13 +85,14 @@ run_pair() {
 # mpirun. Open MPI refuses a node named "(none)", which is what the soft-RoCE guest (tests/rxe) is: the run then
 # gets a name in a UTS namespace of its own (the machine's name is untouched).
 run_mpi() {
-  local log="$1" gdx_run="$2" module="$3" tls="$4" rc uts=(); shift 4
+  local log="$1" gdx_run="$2" module="$3" tls="$4" rc uts=() aux=(); shift 4
+  [ -n "${GDX_RUN_AUX:-}" ] && aux=(--aux "$GDX_RUN_AUX")   # else gdx-run's default for this UCX
   command -v mpirun >/dev/null || skip "mpirun not installed"
   if [ "$(hostname)" = "(none)" ]; then
     command -v unshare >/dev/null || skip "no host name and no unshare: Open MPI cannot run here"
     uts=(unshare --uts sh -c 'hostname gdx-test && exec "$@"' sh)
   fi
-  UCX_LOG_LEVEL=info timeout 300 "${uts[@]}" "$gdx_run" --module "$module" --tls "$tls" --aux "${GDX_RUN_AUX:-gdx_aux}" \
+  UCX_LOG_LEVEL=info timeout 300 "${uts[@]}" "$gdx_run" --module "$module" --tls "$tls" "${aux[@]}" \
     mpirun --allow-run-as-root --oversubscribe -np 2 -x UCX_LOG_LEVEL "$@" >"$log" 2>&1
   rc=$?
   grep -E "^rank [01]:" "$log"

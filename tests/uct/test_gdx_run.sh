@@ -1,25 +1,68 @@
 #!/usr/bin/env bash
-# tools/gdx-run builds the environment and the mpirun command line it documents.
+# tools/gdx-run builds the environment and the mpirun command line it documents, keeps its own variables to
+# itself, prints the mpirun line it runs; a rank whose mpirun line was put together by hand without pml ucx is
+# told so by the loader.
 #   test_gdx_run.sh GDX_RUN MODULE
 . "$(dirname "$0")/lib.sh"
 gdx_run="$1" module="$2"
+ver=$(timeout 60 ucx_info -v | sed -n 's/^# \(Library version:\|Version\) \([0-9.]*\).*/\2/p' | head -1)
+IFS=. read -r major minor _ <<<"$ver"
+[ "$major" -gt 1 ] || [ "$minor" -ge 16 ] && aux_tls="gdx_aux:aux,tcp:aux" || aux_tls="gdx_aux:aux"
+
+load=$(load_env_of "$module") || fail "gdx-run --print-load-env failed"
+if [ "$major" -gt 1 ] || [ "$minor" -ge 22 ]; then
+  grep -q "^UCX_PLUGIN_PATH=$(dirname "$module")" <<<"$load" || fail "UCX $ver: no UCX_PLUGIN_PATH: $load"
+  grep -q "^LD_PRELOAD=.*libuct_gdx" <<<"$load" && fail "UCX $ver: something of gdx preloaded: $load"
+else
+  grep -q "^LD_PRELOAD=.*libuct_gdx_loader.so" <<<"$load" || fail "UCX $ver: the loader is not preloaded: $load"
+  grep -q "^LIBUCT_GDX_PATH=$(dirname "$module")$" <<<"$load" || fail "UCX $ver: LIBUCT_GDX_PATH: $load"
+fi
+
 out=$(env -u UCX_TLS -u UCX_MEMTYPE_CACHE "$gdx_run" --module "$module" --tls gdx_shm --print ucx_info -v)
-preload=$(preload_of "$module")
-[ "${preload%%:*}" = "$module" ] || [ "${preload#*:}" = "$module" ] || fail "preload list '$preload' lacks $module"
-for want in "LD_PRELOAD=$preload" "UCX_MEMTYPE_CACHE=n" "ucx_info -v"; do
+while IFS= read -r want; do
   grep -qF -- "$want" <<<"$out" || fail "gdx-run --print lacks '$want': $out"
-done
-grep -qE "UCX_TLS=gdx_shm(,gdx_copy)?,self,gdx_aux:aux" <<<"$out" || fail "gdx-run --print: UCX_TLS not as documented: $out"
+done <<<"$load
+UCX_MEMTYPE_CACHE=n
+ucx_info -v"
+grep -qE "UCX_TLS=gdx_shm(,gdx_copy)?,self,$aux_tls " <<<"$out" || fail "gdx-run --print: UCX_TLS not as documented: $out"
+
 out=$(env -u UCX_TLS GDX_LOG_LEVEL=info "$gdx_run" --module "$module" --tls gdx_tcp --aux gdx_aux --print \
       mpirun -np 2 ./app)
 for want in "--mca pml ucx" "--mca pml_ucx_tls gdx_tcp,self" "--mca pml_ucx_devices any" "--mca osc ucx" \
-            "-x LD_PRELOAD=$preload" "-x GDX_LOG_LEVEL" "-np 2 ./app"; do
+            "-x GDX_LOG_LEVEL" "-np 2 ./app"; do
   grep -qF -- "$want" <<<"$out" || fail "gdx-run --print mpirun lacks '$want': $out"
 done
+while IFS= read -r want; do
+  grep -qF -- "-x $want" <<<"$out" || fail "gdx-run --print mpirun lacks '-x $want': $out"
+done <<<"$load"
 grep -qE -- "-x UCX_TLS=gdx_tcp(,gdx_copy)?,self,gdx_aux:aux" <<<"$out" || fail "gdx-run --print mpirun: UCX_TLS: $out"
 grep -q "^LD_PRELOAD" <<<"$out" && fail "mpirun itself got LD_PRELOAD: $out"
+
+# gdx-run's own variables reach neither the command nor mpirun's ranks (gdx would warn about unknown GDX_*).
+out=$(GDX_RUN_AUX=gdx_aux GDX_RUN_TLS=gdx_shm GDX_UCT_MODULE="$module" "$gdx_run" env)
+grep -E "^GDX_(RUN_AUX|RUN_TLS|UCT_MODULE)=" <<<"$out" && fail "gdx-run passed its own variables on"
+out=$(GDX_RUN_AUX=gdx_aux "$gdx_run" --module "$module" --tls gdx_shm --print mpirun -np 2 ./app)
+grep -q "GDX_RUN_AUX" <<<"$out" && fail "gdx-run exported GDX_RUN_AUX to the ranks: $out"
+
 # the module's own ucx_info listing picks the default transports
 out=$(env -u UCX_TLS "$gdx_run" --module "$module" --print true)
 grep -q "UCX_TLS=gdx_" <<<"$out" || fail "no gdx transport chosen by default: $out"
 "$gdx_run" --module /nonexistent true 2>/dev/null && fail "a missing module was accepted"
+
+if command -v mpirun >/dev/null && [ "$(hostname)" != "(none)" ]; then
+  # gdx-run prints the exact mpirun line it runs.
+  err=$(timeout 120 "$gdx_run" --module "$module" --tls gdx_shm mpirun --allow-run-as-root -np 1 true 2>&1 >/dev/null)
+  grep -q "^gdx-run: mpirun --mca pml ucx --mca pml_ucx_tls gdx_shm,self" <<<"$err" ||
+    fail "gdx-run did not print the mpirun line: $err"
+  if ! { [ "$major" -gt 1 ] || [ "$minor" -ge 22 ]; }; then
+    # By hand, as README.md once suggested: LD_PRELOAD and UCX_TLS but no pml ucx. Open MPI would pick ob1
+    # without a word; the loader says what is missing.
+    envs=(); while IFS= read -r l; do envs+=(-x "$l"); done <<<"$load"
+    err=$(timeout 120 mpirun --allow-run-as-root -np 1 "${envs[@]}" -x UCX_TLS=gdx_shm,self,gdx_aux:aux true 2>&1)
+    grep -q "libuct_gdx_loader: this Open MPI rank loads gdx, but its mpirun line lacks --mca pml ucx" <<<"$err" ||
+      fail "no message for a hand-made mpirun line without pml ucx: $err"
+    err=$(timeout 120 mpirun --allow-run-as-root -np 1 --mca pml ucx "${envs[@]}" true 2>&1)
+    grep -q "lacks --mca pml_ucx_tls" <<<"$err" || fail "no message for pml ucx without pml_ucx_tls: $err"
+  fi
+fi
 echo "PASS"

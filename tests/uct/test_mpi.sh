@@ -7,6 +7,7 @@ gdx_run="$1" module="$2" mpi_check="$3" tl="$4"
 require_tl "$module" "$tl"
 log="${TMPDIR:-/tmp}/uct-mpi-$tl-$$.log"
 run_mpi "$log" "$gdx_run" "$module" "$tl" "$mpi_check" 240
-grep -q "ep_cfg\[[0-9]*\]: tag($tl/" "$log" || fail "UCX did not put the MPI traffic on $tl"
+# UCX 1.13 logs "ep_cfg[1]: tag(gdx_shm/...)", 1.16 and later "ucp_context_0 intra-node cfg#1 tag(gdx_shm/...)"
+grep -qE "(ep_cfg\[[0-9]+\]:|cfg#[0-9]+) tag\($tl/" "$log" || fail "UCX did not put the MPI traffic on $tl"
 rm -f "$log"
 echo "PASS"

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 module="$1"
 [ -f "$module" ] || fail "module $module missing"
-running=$(timeout 60 ucx_info -v | sed -n 's/^# Version //p')
+running=$(timeout 60 ucx_info -v | sed -n 's/^# \(Library version:\|Version\) \([0-9.]*\).*/\2/p' | head -1)  # 1.13 / 1.14+
 out=$(ucx_info_with "$module" -d 2>&1) || fail "ucx_info -d failed with the guarded module: $out"
 grep -q "libuct_gdx: built against UCX internals of 1.13.9 but running with UCX $running; not registering" <<<"$out" ||
   fail "no refusal message; got: $(head -5 <<<"$out")"

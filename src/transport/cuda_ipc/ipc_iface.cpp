@@ -2,6 +2,11 @@
 #include "transport/cuda_ipc/ipc_internal.h"
 
 #include "core/error.h"
+#include "transport/transport.h" // the Component a build without cuda.h still registers (no devices)
+
+#include <memory>
+#include <string_view>
+#include <vector>
 
 #if GDX_HAVE_CUDA_H
 #include "memtype/cuda_driver.h"

@@ -157,6 +157,24 @@ static UCS_CLASS_CLEANUP_FUNC(uct_gdx_aux_ep_t)
 }
 
 UCS_CLASS_DEFINE(uct_gdx_aux_ep_t, uct_base_ep_t);
+
+/* UCP (1.16+) asks whether an endpoint already leads to the interface a wire-up message names. */
+static UCS_F_MAYBE_UNUSED int uct_gdx_aux_ep_is_connected(const uct_ep_h tl_ep,
+                                                          const uct_device_addr_t *dev_addr,
+                                                          const uct_iface_addr_t *iface_addr,
+                                                          const uct_ep_addr_t *ep_addr)
+{
+    const uct_gdx_aux_ep_t *ep = ucs_derived_of(tl_ep, uct_gdx_aux_ep_t);
+    struct sockaddr_un peer;
+    socklen_t len;
+
+    if (iface_addr == NULL) {
+        return 0;
+    }
+    len = uct_gdx_aux_sockaddr((const uct_gdx_aux_addr_t*)iface_addr, &peer);
+    return (len == ep->peer_len) && (memcmp(&peer, &ep->peer, len) == 0);
+}
+UCT_GDX_DEFINE_EP_IS_CONNECTED(uct_gdx_aux_ep_is_connected_v2, uct_gdx_aux_ep_is_connected)
 static UCS_CLASS_DEFINE_NEW_FUNC(uct_gdx_aux_ep_t, uct_ep_t, const uct_ep_params_t*);
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_gdx_aux_ep_t, uct_ep_t);
 
@@ -273,6 +291,10 @@ static int uct_gdx_aux_iface_is_reachable(const uct_iface_h tl_iface, const uct_
     return peer == ucs_derived_of(tl_iface, uct_gdx_aux_iface_t)->system_id; /* unix sockets: this host only */
 }
 
+UCT_GDX_DEFINE_IS_REACHABLE_V2(uct_gdx_aux_iface_is_reachable_v2, uct_gdx_aux_iface_is_reachable)
+UCT_GDX_INTERNAL_OPS(uct_gdx_aux_internal_ops, uct_base_iface_estimate_perf, uct_gdx_aux_iface_is_reachable_v2,
+                     UCT_GDX_NO_CONNECT_TO_EP_V2, uct_gdx_aux_ep_is_connected_v2);
+
 static UCS_CLASS_INIT_FUNC(uct_gdx_aux_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params, const uct_iface_config_t *tl_config)
 {
@@ -287,7 +309,7 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_aux_iface_t, uct_md_h md, uct_worker_h worker
         ucs_error(UCT_GDX_AUX_NAME " supports only UCT_IFACE_OPEN_MODE_DEVICE");
         return UCS_ERR_UNSUPPORTED;
     }
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_gdx_aux_iface_ops, &uct_base_iface_internal_ops, md, worker,
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_gdx_aux_iface_ops, &uct_gdx_aux_internal_ops, md, worker,
                               params, tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(UCT_GDX_AUX_NAME));
     ucs_queue_head_init(&self->pending);
     ucs_queue_head_init(&self->deferred);
@@ -379,10 +401,16 @@ static uct_iface_ops_t uct_gdx_aux_iface_ops = {
 
 /* ---- memory domain: none to speak of (AM only) ---------------------------------------------------------- */
 
-static ucs_status_t uct_gdx_aux_md_query(uct_md_h md, uct_md_attr_t *attr)
+static ucs_status_t uct_gdx_aux_md_query(uct_md_h md, uct_gdx_md_attr_t *attr)
 {
-    memset(&attr->cap, 0, sizeof(attr->cap));
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    UCT_GDX_MD_CAP(attr).flags            = 0;
+    UCT_GDX_MD_CAP(attr).reg_mem_types    = 0;
+    UCT_GDX_MD_SET_CACHE_TYPES(attr, 0);
+    UCT_GDX_MD_CAP(attr).access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    UCT_GDX_MD_CAP(attr).alloc_mem_types  = 0;
+    UCT_GDX_MD_CAP(attr).detect_mem_types = 0;
+    UCT_GDX_MD_CAP(attr).max_alloc        = 0;
+    UCT_GDX_MD_CAP(attr).max_reg          = 0;
     attr->rkey_packed_size     = 0;
     attr->reg_cost             = ucs_linear_func_make(0, 0);
     memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
@@ -402,8 +430,8 @@ static ucs_status_t uct_gdx_aux_md_open(uct_component_t *component, const char *
         .mem_dereg              = (uct_md_mem_dereg_func_t)ucs_empty_function_return_unsupported,
         .mem_query              = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
         .mkey_pack              = (uct_md_mkey_pack_func_t)ucs_empty_function_return_unsupported,
-        .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
         .detect_memory_type     = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported,
+        UCT_GDX_MD_OPS_UNUSED
     };
     static uct_md_t md = {.ops = &ops, .component = &uct_gdx_aux_component};
 
@@ -418,6 +446,7 @@ static uct_component_t uct_gdx_aux_component = {
     .rkey_unpack        = uct_md_stub_rkey_unpack,
     .rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported,
     .rkey_release       = (uct_component_rkey_release_func_t)ucs_empty_function_return_success,
+    UCT_GDX_COMPONENT_INIT_RKEY_COMPARE
     .name               = UCT_GDX_AUX_NAME,
     .md_config          = UCT_MD_DEFAULT_CONFIG_INITIALIZER,
     .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,

@@ -63,8 +63,8 @@ static ucs_status_t uct_gdx_query_md_resources(uct_component_t *component, uct_m
     return uct_md_query_single_md_resource(component, resources_p, num_resources_p);
 }
 
-static ucs_status_t uct_gdx_rkey_unpack(uct_component_t *component, const void *rkey_buffer, uct_rkey_t *rkey_p,
-                                        void **handle_p)
+static ucs_status_t uct_gdx_rkey_unpack_impl(uct_component_t *component, const void *rkey_buffer,
+                                             uct_rkey_t *rkey_p, void **handle_p)
 {
     uct_gdx_component_t *comp = ucs_derived_of(component, uct_gdx_component_t);
     gdx_uct_rkey_t *rkey;
@@ -78,6 +78,7 @@ static ucs_status_t uct_gdx_rkey_unpack(uct_component_t *component, const void *
     *handle_p = NULL;
     return UCS_OK;
 }
+UCT_GDX_DEFINE_RKEY_UNPACK(uct_gdx_rkey_unpack, uct_gdx_rkey_unpack_impl)
 
 static ucs_status_t uct_gdx_rkey_release(uct_component_t *component, uct_rkey_t rkey, void *handle)
 {
@@ -150,6 +151,7 @@ static void uct_gdx_component_init(uct_gdx_component_t *comp, unsigned tl, const
     comp->super.rkey_unpack        = uct_gdx_rkey_unpack;
     comp->super.rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported;
     comp->super.rkey_release       = uct_gdx_rkey_release;
+    UCT_GDX_COMPONENT_RKEY_COMPARE(&comp->super);
     comp->super.md_config.name     = "gdx memory domain (GDX_* settings)";
     comp->super.md_config.prefix   = "GDX_";
     comp->super.md_config.table    = md_table;

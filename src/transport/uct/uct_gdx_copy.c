@@ -194,12 +194,9 @@ static ucs_status_t uct_gdx_copy_estimate_perf(uct_iface_h tl_iface, uct_perf_at
     return status;
 }
 
-static uct_iface_internal_ops_t uct_gdx_copy_internal_ops = {
-    .iface_estimate_perf = uct_gdx_copy_estimate_perf,
-    .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
-    .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
-    .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported,
-};
+UCT_GDX_DEFINE_IS_REACHABLE_V2(uct_gdx_copy_iface_is_reachable_v2, uct_gdx_copy_iface_is_reachable)
+UCT_GDX_INTERNAL_OPS(uct_gdx_copy_internal_ops, uct_gdx_copy_estimate_perf, uct_gdx_copy_iface_is_reachable_v2,
+                     UCT_GDX_NO_CONNECT_TO_EP_V2, uct_base_ep_is_connected);
 
 static UCS_CLASS_INIT_FUNC(uct_gdx_copy_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params, const uct_iface_config_t *tl_config)
@@ -283,28 +280,34 @@ static uct_iface_ops_t uct_gdx_copy_iface_ops = {
 
 /* ---- memory domain: registration is a formality (same process, addresses used as they are) --------------- */
 
-static ucs_status_t uct_gdx_copy_md_query(uct_md_h md, uct_md_attr_t *attr)
+static ucs_status_t uct_gdx_copy_md_query(uct_md_h md, uct_gdx_md_attr_t *attr)
 {
-    memset(&attr->cap, 0, sizeof(attr->cap));
-    attr->cap.flags            = UCT_MD_FLAG_REG;
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST) | UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
-                                 UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
-    attr->cap.max_reg          = ULONG_MAX;
+    const uint64_t types = UCS_BIT(UCS_MEMORY_TYPE_HOST) | UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                           UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+
+    UCT_GDX_MD_CAP(attr).flags            = UCT_MD_FLAG_REG;
+    UCT_GDX_MD_CAP(attr).reg_mem_types    = types;
+    UCT_GDX_MD_SET_CACHE_TYPES(attr, types);
+    UCT_GDX_MD_CAP(attr).access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    UCT_GDX_MD_CAP(attr).alloc_mem_types  = 0;
+    UCT_GDX_MD_CAP(attr).detect_mem_types = 0;
+    UCT_GDX_MD_CAP(attr).max_alloc        = 0;
+    UCT_GDX_MD_CAP(attr).max_reg          = ULONG_MAX;
     attr->rkey_packed_size     = 0;
     attr->reg_cost             = ucs_linear_func_make(0, 0);
     memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
     return UCS_OK;
 }
 
-static ucs_status_t uct_gdx_copy_mem_reg(uct_md_h md, void *address, size_t length, unsigned flags,
-                                         uct_mem_h *memh_p)
+static ucs_status_t uct_gdx_copy_mem_reg_impl(uct_md_h md, void *address, size_t length, unsigned flags,
+                                              uct_mem_h *memh_p)
 {
     static char handle; /* one non-NULL handle for all: nothing is pinned or mapped */
 
     *memh_p = &handle;
     return UCS_OK;
 }
+UCT_GDX_DEFINE_MEM_REG(uct_gdx_copy_mem_reg, uct_gdx_copy_mem_reg_impl)
 
 static ucs_status_t uct_gdx_copy_md_open(uct_component_t *component, const char *md_name,
                                          const uct_md_config_t *config, uct_md_h *md_p)
@@ -319,8 +322,8 @@ static ucs_status_t uct_gdx_copy_md_open(uct_component_t *component, const char 
         .mem_dereg              = (uct_md_mem_dereg_func_t)ucs_empty_function_return_success,
         .mem_query              = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
         .mkey_pack              = (uct_md_mkey_pack_func_t)ucs_empty_function_return_success,
-        .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
         .detect_memory_type     = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported,
+        UCT_GDX_MD_OPS_UNUSED
     };
     static uct_md_t md = {.ops = &ops, .component = &uct_gdx_copy_component};
 
@@ -335,6 +338,7 @@ static uct_component_t uct_gdx_copy_component = {
     .rkey_unpack        = uct_md_stub_rkey_unpack,
     .rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported,
     .rkey_release       = (uct_component_rkey_release_func_t)ucs_empty_function_return_success,
+    UCT_GDX_COMPONENT_INIT_RKEY_COMPARE
     .name               = UCT_GDX_COPY_NAME,
     .md_config          = UCT_MD_DEFAULT_CONFIG_INITIALIZER,
     .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,

@@ -14,6 +14,8 @@
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
 
+#include "uct_gdx_compat.h"
+
 /* UCP may drive an interface from two threads: the application's (progress, sends) and the worker's async thread,
  * where wire-up messages that arrive on a CB_ASYNC transport (gdx_aux, ud_verbs) are handled, creating and
  * connecting endpoints. gdx's transports are single-threaded per interface, so, as UCX's own transports do
@@ -61,6 +63,8 @@ typedef struct uct_gdx_iface {
 typedef struct uct_gdx_ep {
     uct_base_ep_t super;
     gdx_uct_ep_t  *bridge;
+    int           connected;                       /* connect_to_ep was called: peer_addr is valid */
+    uint8_t       peer_addr[GDX_UCT_EP_ADDR_MAX];  /* for ep_is_connected (UCX 1.16+) */
 } uct_gdx_ep_t;
 
 /* gdx status -> UCS status. */

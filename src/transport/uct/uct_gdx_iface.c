@@ -62,6 +62,7 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_ep_t, const uct_ep_params_t *params)
     gdx_status_t st;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+    self->connected = 0;
     if (params->field_mask & (UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
         ucs_error("%s: connect-to-iface is not supported (gdx endpoints connect to endpoints)",
                   uct_gdx_iface_name(iface));
@@ -107,19 +108,35 @@ static ucs_status_t uct_gdx_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_ad
                                              const uct_ep_addr_t *ep_addr)
 {
     uct_gdx_iface_t *iface = UCT_GDX_EP_IFACE(tl_ep);
+    uct_gdx_ep_t *ep       = ucs_derived_of(tl_ep, uct_gdx_ep_t);
     gdx_status_t st;
 
     UCT_GDX_ASYNC_BLOCK(&iface->super);
-    st = gdx_uct_ep_connect(UCT_GDX_EP(tl_ep), ep_addr);
+    st = gdx_uct_ep_connect(ep->bridge, ep_addr);
     UCT_GDX_ASYNC_UNBLOCK(&iface->super);
 
     /* GDX_INPROGRESS: gdx connects asynchronously; until it is up, operations return UCS_ERR_NO_RESOURCE and
      * UCP queues them as pending, which is UCT's contract for connect_to_ep too. */
     if ((st == GDX_OK) || (st == GDX_INPROGRESS)) {
+        memcpy(ep->peer_addr, ep_addr, sizeof(ep->peer_addr));
+        ep->connected = 1;
         return UCS_OK;
     }
     return uct_gdx_fail(st, "ep_connect_to_ep", uct_gdx_iface_name(UCT_GDX_EP_IFACE(tl_ep)));
 }
+UCT_GDX_DEFINE_CONNECT_TO_EP_V2(uct_gdx_ep_connect_to_ep_v2, uct_gdx_ep_connect_to_ep)
+
+/* UCP (1.16+) asks whether this endpoint already leads to the peer endpoint a wire-up message names: gdx
+ * endpoint addresses are unique per endpoint (fixed size), so equal bytes mean the same peer endpoint. */
+static UCS_F_MAYBE_UNUSED int uct_gdx_ep_is_connected(const uct_ep_h tl_ep, const uct_device_addr_t *dev_addr,
+                                                      const uct_iface_addr_t *iface_addr,
+                                                      const uct_ep_addr_t *ep_addr)
+{
+    const uct_gdx_ep_t *ep = ucs_derived_of(tl_ep, uct_gdx_ep_t);
+
+    return ep->connected && (ep_addr != NULL) && (memcmp(ep->peer_addr, ep_addr, sizeof(ep->peer_addr)) == 0);
+}
+UCT_GDX_DEFINE_EP_IS_CONNECTED(uct_gdx_ep_is_connected_v2, uct_gdx_ep_is_connected)
 
 static ucs_status_t uct_gdx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header, const void *payload,
                                         unsigned length)
@@ -367,6 +384,7 @@ static int uct_gdx_iface_is_reachable(const uct_iface_h tl_iface, const uct_devi
     memcpy(&peer, dev_addr, sizeof(peer));
     return peer == iface->system_id;
 }
+UCT_GDX_DEFINE_IS_REACHABLE_V2(uct_gdx_iface_is_reachable_v2, uct_gdx_iface_is_reachable)
 
 static unsigned uct_gdx_iface_progress(uct_iface_h tl_iface)
 {
@@ -431,6 +449,9 @@ static ucs_status_t uct_gdx_iface_event_arm(uct_iface_h tl_iface, unsigned event
     return uct_gdx_fail(st, "event_arm", uct_gdx_iface_name(iface));
 }
 
+UCT_GDX_INTERNAL_OPS(uct_gdx_iface_internal_ops, uct_base_iface_estimate_perf, uct_gdx_iface_is_reachable_v2,
+                     uct_gdx_ep_connect_to_ep_v2, uct_gdx_ep_is_connected_v2);
+
 static UCS_CLASS_INIT_FUNC(uct_gdx_iface_t, uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
 {
@@ -445,7 +466,7 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_iface_t, uct_md_h md, uct_worker_h worker, co
                   (uint64_t)params->open_mode);
         return UCS_ERR_UNSUPPORTED;
     }
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_gdx_iface_ops, &uct_base_iface_internal_ops, md, worker,
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_gdx_iface_ops, &uct_gdx_iface_internal_ops, md, worker,
                               params, tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(name));
 
     self->system_id = ucs_get_system_id();

@@ -62,7 +62,7 @@ static void uct_gdx_md_close(uct_md_h uct_md)
     ucs_free(md);
 }
 
-static ucs_status_t uct_gdx_md_query(uct_md_h uct_md, uct_md_attr_t *attr)
+static ucs_status_t uct_gdx_md_query(uct_md_h uct_md, uct_gdx_md_attr_t *attr)
 {
     uct_gdx_md_t *md = ucs_derived_of(uct_md, uct_gdx_md_t);
     uint64_t direct  = md->attr.reg_host ? UCS_BIT(UCS_MEMORY_TYPE_HOST) : 0;
@@ -73,18 +73,19 @@ static ucs_status_t uct_gdx_md_query(uct_md_h uct_md, uct_md_attr_t *attr)
     if (md->cuda && md->attr.reg_cuda_managed) {
         direct |= UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
     }
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_NEED_RKEY;
-    attr->cap.reg_mem_types    = direct;
+    UCT_GDX_MD_CAP(attr).flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_NEED_RKEY;
+    UCT_GDX_MD_CAP(attr).reg_mem_types    = direct;
+    UCT_GDX_MD_SET_CACHE_TYPES(attr, direct);
     /* UCP builds its memory-type endpoint (copies between host and CUDA memory in this process) from the
      * transports whose MD "accesses" CUDA memory; ours connect endpoint to endpoint, which that endpoint cannot
      * wire up, so only gdx_copy claims it. Registration (reg_mem_types, NEED_RKEY) is what puts CUDA buffers on
      * our lanes. */
-    attr->cap.access_mem_types = direct & UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.alloc_mem_types  = 0;
-    attr->cap.detect_mem_types = md->cuda ? (UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
-                                             UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED)) : 0;
-    attr->cap.max_alloc        = 0;
-    attr->cap.max_reg          = ULONG_MAX;
+    UCT_GDX_MD_CAP(attr).access_mem_types = direct & UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    UCT_GDX_MD_CAP(attr).alloc_mem_types  = 0;
+    UCT_GDX_MD_CAP(attr).detect_mem_types = md->cuda ? (UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                                                        UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED)) : 0;
+    UCT_GDX_MD_CAP(attr).max_alloc        = 0;
+    UCT_GDX_MD_CAP(attr).max_reg          = ULONG_MAX;
     attr->rkey_packed_size     = md->attr.rkey_packed_size;
     /* gdx's host registration is a table insert (tcp, shm); verbs would pin pages, which is what UCT's ib MD
      * reports as a per-page cost. An estimate for protocol selection, not a measurement. */
@@ -97,8 +98,15 @@ static unsigned uct_gdx_access(unsigned flags)
 {
     unsigned access = 0;
 
-    if (!(flags & UCT_MD_MEM_ACCESS_ALL)) {
-        flags |= UCT_MD_MEM_ACCESS_ALL; /* UCT: no access flag given means every access */
+    /* UCT: no access flag given means every access. UCP from 1.14 on keeps one memory handle per buffer
+     * in its cache and hands it to later operations of other kinds (a buffer registered as a rendezvous
+     * source, LOCAL_READ, later serves as the target of a get): the rights of the first registration would
+     * refuse them ("remote key does not grant remote read"). There every registration grants every right,
+     * as UCX's own tcp, posix and cma MDs do; UCP passes no user-chosen restriction to UCT there anyway (its
+     * ucp_mem_map asks for RMA rights by feature, not by the caller). On 1.13 the requested rights are
+     * enforced (README.md, "Access rights"). */
+    if (!(flags & UCT_MD_MEM_ACCESS_ALL) || UCT_GDX_UCP_REUSES_MEMH) {
+        flags |= UCT_MD_MEM_ACCESS_ALL;
     }
     if (flags & UCT_MD_MEM_ACCESS_LOCAL_READ) {
         access |= GDX_UCT_ACCESS_LOCAL_READ;
@@ -115,8 +123,8 @@ static unsigned uct_gdx_access(unsigned flags)
     return access;
 }
 
-static ucs_status_t uct_gdx_mem_reg(uct_md_h uct_md, void *address, size_t length, unsigned flags,
-                                    uct_mem_h *memh_p)
+static ucs_status_t uct_gdx_mem_reg_impl(uct_md_h uct_md, void *address, size_t length, unsigned flags,
+                                         uct_mem_h *memh_p)
 {
     uct_gdx_md_t *md = ucs_derived_of(uct_md, uct_gdx_md_t);
     gdx_uct_memh_t *memh;
@@ -131,6 +139,7 @@ static ucs_status_t uct_gdx_mem_reg(uct_md_h uct_md, void *address, size_t lengt
     *memh_p = memh;
     return UCS_OK;
 }
+UCT_GDX_DEFINE_MEM_REG(uct_gdx_mem_reg, uct_gdx_mem_reg_impl)
 
 static ucs_status_t uct_gdx_mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
 {
@@ -140,8 +149,7 @@ static ucs_status_t uct_gdx_mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_pa
     return UCS_OK;
 }
 
-static ucs_status_t uct_gdx_mkey_pack(uct_md_h uct_md, uct_mem_h memh, const uct_md_mkey_pack_params_t *params,
-                                      void *rkey_buffer)
+static ucs_status_t uct_gdx_mkey_pack_impl(uct_md_h uct_md, uct_mem_h memh, void *rkey_buffer)
 {
     uct_gdx_md_t *md = ucs_derived_of(uct_md, uct_gdx_md_t);
     gdx_status_t st;
@@ -149,9 +157,10 @@ static ucs_status_t uct_gdx_mkey_pack(uct_md_h uct_md, uct_mem_h memh, const uct
     st = gdx_uct_mkey_pack(md->bridge, (gdx_uct_memh_t*)memh, rkey_buffer);
     return (st == GDX_OK) ? UCS_OK : uct_gdx_fail(st, "mkey_pack", uct_gdx_md_name(md));
 }
+UCT_GDX_DEFINE_MKEY_PACK(uct_gdx_mkey_pack, uct_gdx_mkey_pack_impl)
 
 static ucs_status_t uct_gdx_mem_query(uct_md_h uct_md, const void *address, size_t length,
-                                      uct_md_mem_attr_t *mem_attr)
+                                      uct_gdx_mem_attr_t *mem_attr)
 {
     uct_gdx_md_t *md = ucs_derived_of(uct_md, uct_gdx_md_t);
     gdx_uct_mem_info_t info;
@@ -182,7 +191,7 @@ static ucs_status_t uct_gdx_mem_query(uct_md_h uct_md, const void *address, size
 static ucs_status_t uct_gdx_detect_memory_type(uct_md_h uct_md, const void *address, size_t length,
                                                ucs_memory_type_t *mem_type_p)
 {
-    uct_md_mem_attr_t attr;
+    uct_gdx_mem_attr_t attr;
     ucs_status_t status;
 
     attr.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE;
@@ -203,8 +212,8 @@ static uct_md_ops_t uct_gdx_md_ops = {
     .mem_dereg              = uct_gdx_mem_dereg,
     .mem_query              = uct_gdx_mem_query,
     .mkey_pack              = uct_gdx_mkey_pack,
-    .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
     .detect_memory_type     = uct_gdx_detect_memory_type,
+    UCT_GDX_MD_OPS_UNUSED
 };
 
 ucs_status_t uct_gdx_md_open(uct_component_t *component, const char *md_name, const uct_md_config_t *config,
