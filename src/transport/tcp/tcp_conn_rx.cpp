@@ -37,6 +37,16 @@ ssize_t Conn::recv_some(uint8_t *dst, size_t len) {
     ssize_t n = recv_once(fd_, dst, len, &err);
     if (n > 0) last_activity_ = Clock::now();
     if (n >= 0) return n;
+    if (err == EFAULT && rx_ == Rx::PutPayload) {
+        // The registered destination was unmapped after registration (it was probed then): the kernel refused
+        // the copy and left the bytes queued. Fail this put alone and discard the rest of its payload; the
+        // connection and the other requests go on.
+        GDX_FAIL(GDX_ERR_INVALID_ADDR, "tcp", "PUT from %s stopped: the registered destination is no longer "
+                 "writable (%s); the rest is discarded", peer_name_.c_str(), std::strerror(err));
+        rx_ = Rx::Discard;
+        rx_status_ = GDX_ERR_INVALID_ADDR;
+        return kRecvSwitched;
+    }
     if (err != 0)
         close(status_of_errno(err), std::string("recv: ") + std::strerror(err));
     else if (rx_ == Rx::Header && rx_got_ == 0)
@@ -104,6 +114,7 @@ void Conn::on_readable() {
             n = recv_some(rx_dst_, std::min<uint64_t>(rx_left_, budget));
             break;
         }
+        if (n == kRecvSwitched) continue; // the state changed (a put refused mid-payload): read on in it
         if (n < 0) return; // closed
         if (n == 0) {      // drained: wait for the next readable edge
             wait_readable();

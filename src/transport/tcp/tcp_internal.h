@@ -222,7 +222,10 @@ class Conn : public std::enable_shared_from_this<Conn> {
     void wait_readable();
     void on_readable();
     // One recv into [dst, dst+len); >0 bytes read, 0 would block, <0 the connection was closed.
+    // >0 bytes read, 0 nothing to read, -1 closed, kRecvSwitched: a put's destination faulted and the
+    // connection moved to discarding its payload.
     ssize_t recv_some(uint8_t *dst, size_t len);
+    static constexpr ssize_t kRecvSwitched = -2;
     bool on_header();
     bool on_hello_body();
     bool on_payload_done();

@@ -160,6 +160,10 @@ ssize_t Lane::recv_some(LaneWorker &w, uint8_t *dst, size_t len) {
     ssize_t n = recv_once(fd_, dst, len, &err);
     if (n > 0) last_activity_ = Clock::now();
     if (n >= 0) return n;
+    return recv_error(w, err);
+}
+
+ssize_t Lane::recv_error(LaneWorker &w, int err) {
     if (err != 0)
         fail(w, status_of_errno(err), std::string("recv: ") + std::strerror(err));
     else if (rx_ == Rx::Header && rx_got_ == 0)
@@ -173,6 +177,7 @@ void Lane::on_readable(LaneWorker &w) {
     size_t budget = kLaneReadBudget;
     while (!failed_ && rx_ != Rx::Held && budget > 0) {
         ssize_t n = 0;
+        int rerr = 0;
         const Rx was = rx_;
         switch (was) {
         case Rx::Header:
@@ -197,7 +202,18 @@ void Lane::on_readable(LaneWorker &w) {
                 rx_status_ = GDX_ERR_ACCESS_DENIED;
                 continue;
             }
-            n = recv_some(w, rx_dst_, std::min<uint64_t>(rx_left_, budget));
+            n = recv_once(fd_, rx_dst_, std::min<uint64_t>(rx_left_, budget), &rerr);
+            if (n < 0 && rerr == EFAULT) {
+                // The destination was unmapped after registration (probed then): fail this stripe's put alone,
+                // as a revoked key does, instead of the lane and with it the endpoint.
+                GDX_FAIL(GDX_ERR_INVALID_ADDR, "tcp", "stripe from %s (lane %u) stopped: the registered destination "
+                         "is no longer writable (%s); the rest is discarded", peer_.c_str(), index, std::strerror(rerr));
+                rx_ = Rx::Discard;
+                rx_status_ = GDX_ERR_INVALID_ADDR;
+                continue;
+            }
+            if (n > 0) last_activity_ = Clock::now();
+            if (n < 0) n = recv_error(w, rerr);
             break;
         }
         case Rx::Discard: {
