@@ -30,7 +30,8 @@ template <typename F> double median_us(int reps, F f) {
 
 int main() {
     std::printf("%12s %14s %14s %14s\n", "range", "first (us)", "read (us)", "write (us)");
-    for (size_t n = 4096; n <= (size_t{1} << 30); n *= 16) {
+    for (size_t n : {size_t(4) << 10, size_t(64) << 10, size_t(256) << 10, size_t(1) << 20, size_t(16) << 20,
+                     size_t(256) << 20, size_t(1) << 30}) {
         void *v = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (v == MAP_FAILED) {
             std::perror("mmap");
