@@ -4,6 +4,7 @@
 #include "fallback/engine_core.h"
 #include "fallback/staging_pipeline.h"
 #include "fallback/staging_target.h"
+#include "memtype/access_probe.h"
 #include "memtype/memtype.h"
 
 #include <chrono>
@@ -96,15 +97,26 @@ Region *EngineCore::region(uint64_t id) const {
 }
 
 gdx_status_t EngineCore::copy_async(void *dst, const void *src, size_t len, mem::MemKind kind, int device,
-                                    mem::CopyDir dir, mem::CopyHandle *h) {
+                                    mem::CopyDir dir, mem::CopyHandle *h, bool peer_named) {
     if (fault.fail_copy()) {
         ++stats.copy_failures;
         return fail(GDX_ERR_IO, log::Level::Debug, kComp,
                     "staging copy of %zu bytes failed: injected by GDX_FAULT_COPY_EVERY", len);
     }
+    if (peer_named && kind == mem::MemKind::Host) return guarded_host_copy(dst, src, len);
     gdx_status_t st = mem::ops(kind).copy_async(dst, src, len, device, dir, h);
     if (st != GDX_OK && st != GDX_INPROGRESS) ++stats.copy_failures; // the row logged what failed
     return st;
+}
+
+gdx_status_t EngineCore::guarded_host_copy(void *dst, const void *src, size_t len) {
+    if (int e = mem::guarded_copy(dst, src, len); e != 0) {
+        ++stats.copy_failures;
+        return fail_errno(GDX_ERR_INVALID_ADDR, e, kComp,
+                          "target copy of %zu bytes: registered memory is no longer accessible (unmapped or protected "
+                          "after registration)", len);
+    }
+    return GDX_OK;
 }
 
 gdx_status_t EngineCore::copy_test(mem::CopyHandle *h) {
@@ -113,12 +125,14 @@ gdx_status_t EngineCore::copy_test(mem::CopyHandle *h) {
     return st;
 }
 
-gdx_status_t EngineCore::copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device) {
+gdx_status_t EngineCore::copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device,
+                                   bool peer_named) {
     if (fault.fail_copy()) {
         ++stats.copy_failures;
         return fail(GDX_ERR_IO, log::Level::Debug, kComp,
                     "small-message copy of %zu bytes failed: injected by GDX_FAULT_COPY_EVERY", len);
     }
+    if (peer_named && kind == mem::MemKind::Host) return guarded_host_copy(dst, src, len);
     gdx_status_t st = mem::ops(kind).copy(dst, src, len, device);
     if (st != GDX_OK) ++stats.copy_failures;
     return st;

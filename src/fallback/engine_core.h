@@ -43,11 +43,16 @@ struct EngineCore {
     Region *region(uint64_t id) const;
 
     // A staging copy (into or out of a bounce slot) with the ops row of `kind` (fault injection applies).
-    // GDX_OK: done; GDX_INPROGRESS: poll copy_test(); errors are logged and counted.
+    // GDX_OK: done; GDX_INPROGRESS: poll copy_test(); errors are logged and counted. `peer_named`: one side is
+    // user memory a peer's message named (the target side): host memory is then copied with mem::guarded_copy,
+    // so memory unmapped after registration fails that request (GDX_ERR_INVALID_ADDR), not the process.
     gdx_status_t copy_async(void *dst, const void *src, size_t len, mem::MemKind kind, int device, mem::CopyDir dir,
-                            mem::CopyHandle *h);
+                            mem::CopyHandle *h, bool peer_named = false);
     gdx_status_t copy_test(mem::CopyHandle *h);
-    gdx_status_t copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device);
+    gdx_status_t copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device,
+                           bool peer_named = false);
+
+    gdx_status_t guarded_host_copy(void *dst, const void *src, size_t len);
 
     // Logs a refused control message and counts it.
     void protocol_error(const char *what, const std::string &why);

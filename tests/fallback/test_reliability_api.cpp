@@ -159,36 +159,50 @@ TEST_P(Pair, RegistrationRefusesMemoryTheProcessCannotAccess) {
 }
 
 // Memory that goes away after registration: the peer's put and get into it fail with a reason; the process
-// survives, and the endpoint carries the next request.
-TEST_P(Pair, MemoryRevokedAfterRegistrationFailsTheRequestNotTheProcess) {
-    open();
+// survives, and the endpoint carries the next request. Direct (the transports' target paths: shm ring copies, tcp
+// recv/send) and staged (the staging target's copy-outs, stage-outs and small-message copies).
+void revoked(Pair &t, gdx_context_t **c, gdx_ep_t **e) {
     const size_t ps = page();
     Map src(64 * ps), dst(64 * ps);
     gdx_mem_t *ms = nullptr, *md = nullptr;
     ASSERT_EQ(gdx_mem_reg(c[0], src.p, src.n, GDX_ACCESS_ALL, &ms), GDX_OK) << last();
     ASSERT_EQ(gdx_mem_reg(c[1], dst.p, dst.n, GDX_ACCESS_ALL, &md), GDX_OK) << last();
-    gdx_rkey_t *k = key_for(0, md);
+    gdx_rkey_t *k = t.key(0, md);
     dst.revoke(0, 16 * ps);
-    for (bool put : {true, false}) {
-        SCOPED_TRACE(put ? "put" : "get");
-        gdx_request_t *r = nullptr;
-        ASSERT_EQ(put ? gdx_put(e[0], ms, 0, k, 0, 8 * ps, &r) : gdx_get(e[0], ms, 0, k, 0, 8 * ps, &r), GDX_OK)
-            << last();
-        ASSERT_TRUE(run([&] { return gdx_request_test(r) != GDX_INPROGRESS; }));
-        EXPECT_NE(gdx_request_test(r), GDX_OK);
-        EXPECT_STRNE(gdx_request_error(r), "") << "an error status comes with its reason";
-        gdx_request_free(r);
-        // The endpoint goes on: a put into the part still mapped lands.
-        ASSERT_EQ(gdx_put(e[0], ms, 0, k, 32 * ps, 4 * ps, &r), GDX_OK) << last();
-        ASSERT_TRUE(run([&] { return gdx_request_test(r) != GDX_INPROGRESS; }));
-        EXPECT_EQ(gdx_request_test(r), GDX_OK) << gdx_request_error(r);
-        EXPECT_STREQ(gdx_request_error(r), "");
-        gdx_request_free(r);
-        EXPECT_EQ(gdx_ep_state(e[0]), GDX_OK);
+    for (size_t len : {size_t(1000), 8 * ps}) { // the small-message path and the pipeline when staged
+        for (bool put : {true, false}) {
+            SCOPED_TRACE(std::string(put ? "put " : "get ") + std::to_string(len));
+            gdx_request_t *r = nullptr;
+            ASSERT_EQ(put ? gdx_put(e[0], ms, 0, k, ps, len, &r) : gdx_get(e[0], ms, 0, k, ps, len, &r), GDX_OK)
+                << last();
+            ASSERT_TRUE(t.go([&] { return gdx_request_test(r) != GDX_INPROGRESS; }, std::chrono::seconds(10), true));
+            EXPECT_NE(gdx_request_test(r), GDX_OK);
+            EXPECT_STRNE(gdx_request_error(r), "") << "an error status comes with its reason";
+            gdx_request_free(r);
+            // The endpoint goes on: a put into the part still mapped lands.
+            std::memset(src.p, int(len & 0xff), 4 * ps);
+            ASSERT_EQ(gdx_put(e[0], ms, 0, k, 32 * ps, 4 * ps, &r), GDX_OK) << last();
+            ASSERT_TRUE(t.go([&] { return gdx_request_test(r) != GDX_INPROGRESS; }, std::chrono::seconds(10), true));
+            EXPECT_EQ(gdx_request_test(r), GDX_OK) << gdx_request_error(r);
+            EXPECT_STREQ(gdx_request_error(r), "");
+            EXPECT_EQ(dst.p[32 * ps + 7], uint8_t(len & 0xff));
+            gdx_request_free(r);
+            EXPECT_EQ(gdx_ep_state(e[0]), GDX_OK);
+        }
     }
     gdx_rkey_destroy(k);
     EXPECT_EQ(gdx_mem_dereg(ms), GDX_OK);
     EXPECT_EQ(gdx_mem_dereg(md), GDX_OK);
+}
+
+TEST_P(Pair, MemoryRevokedAfterRegistrationFailsTheRequestNotTheProcess) {
+    open();
+    revoked(*this, c, e);
+}
+
+TEST_P(Pair, MemoryRevokedAfterRegistrationFailsTheStagedRequestNotTheProcess) {
+    open({{"GDX_FAULT_P2P_EVERY", "1"}, {"GDX_FRAG_SIZE", "host:16K"}});
+    revoked(*this, c, e);
 }
 
 // ---- classes 3 and 4: a target that goes away or stops never leaves staged requests hanging -------------------
