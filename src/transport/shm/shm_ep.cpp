@@ -377,8 +377,7 @@ void ShmEp::handle_put_data(const RecHdr &h, const uint8_t *rec, size_t len) {
         RkeyTable::Pin pin = t.pin();
         uint8_t *ptr = nullptr;
         st = t.check(pin, b.key, b.raddr + b.off, n, kAccessRemoteWrite, &ptr, &why);
-        // Guarded: memory probed at registration may have been unmapped since; EFAULT fails this put, where a
-        // memcpy would kill the process (access_probe.h).
+        // Guarded (access_probe.h): memory unmapped since registration fails this put, not the process.
         if (st == GDX_OK && n) {
             if (int e = mem::guarded_copy(ptr, rec + sizeof(RecHdr) + sizeof(b), n); e != 0) {
                 st = GDX_ERR_INVALID_ADDR;
@@ -420,9 +419,7 @@ bool ShmEp::serve_get_streams() {
             gets_.pop_front();
             continue;
         }
-        // The source is user memory a peer named: read it with a guarded copy into scratch first, so memory
-        // unmapped after registration fails this get (EFAULT) instead of the process; one extra copy of at most a
-        // ring record, on the path below GDX_SHM_CMA_THRESH only.
+        // A guarded copy into scratch first: memory unmapped after registration fails this get, not the process.
         if (!ch_.can_push(sizeof(RecHdr) + sizeof(b) + n)) break;
         get_scratch_.resize(std::max(get_scratch_.size(), n));
         if (int e = n ? mem::guarded_copy(get_scratch_.data(), ptr, n) : 0; e != 0) {
