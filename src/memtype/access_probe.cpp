@@ -12,7 +12,7 @@
 // populate cannot judge is checked for presence with mincore only (logged once at debug).
 //
 // Measured on the 2-core build machine, loaded by parallel builds (bench/access_probe_bench, populated
-// anonymous memory, median): 4 KiB 1.5 us, 64 KiB 2.6 us, 256 KiB ~14 us (populate); 1 MiB to 1 GiB 6-8 us (VMA
+// anonymous memory, median): 4 KiB 1.6 us, 64 KiB 2.6 us, 256 KiB 5.6 us (populate); 1 MiB to 1 GiB 7-8 us (VMA
 // query, flat in size). Populating never-touched memory below 1 MiB costs the page faults (24-79 us at 64 KiB-
 // 1 MiB). A guarded copy (guarded_copy) costs ~3 us more than memcpy per call: 3.2 vs 0.03 us at 64 B, 6.2 vs
 // 0.6 us at 64 KiB, 103 vs 23 us at 1 MiB.
