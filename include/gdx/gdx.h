@@ -84,15 +84,23 @@ gdx_status_t gdx_ep_connect(gdx_ep_t *ep, const void *peer_address, size_t len);
 gdx_status_t gdx_ep_state(const gdx_ep_t *ep);
 /* The transports the endpoint uses after gdx_ep_connect ("tcp", "cuda_ipc+shm"); "" before. */
 const char *gdx_ep_transports(const gdx_ep_t *ep);
-/* GDX_ERR_BUSY (nothing destroyed) while requests or the peer's staged transfers still use it. */
+/* GDX_ERR_BUSY (nothing destroyed; retry after gdx_progress) while this process's requests, or copy-outs and
+ * stage-outs it performs for the peer's staged transfers, still use it. A peer's staged transfer this side has not
+ * yet been told about (its data still on the way) does not make it busy: destroying tells the peer, whose request
+ * then fails with GDX_ERR_CONNECTION_RESET; nothing is written after. */
 gdx_status_t gdx_ep_destroy(gdx_ep_t *ep);
 
 /* Registers [addr, addr+len): host, pinned, CUDA device, managed or VMM memory (detected). Memory no transport
- * can reach directly is still accepted: it will be staged. */
+ * can reach directly is still accepted: it will be staged. Host memory must be mapped with the rights `access`
+ * asks for (read for *_READ, write for *_WRITE), checked by the kernel at registration: unmapped, PROT_NONE,
+ * partly inaccessible, read-only with write rights, or non-canonical ranges return GDX_ERR_INVALID_ADDR with the
+ * cause. Memory unmapped after registration fails the requests that touch it, not the process. */
 gdx_status_t gdx_mem_reg(gdx_context_t *context, void *addr, size_t len, unsigned access, gdx_mem_t **mem_p);
 /* The key blob the peer passes to gdx_rkey_unpack; *len as for gdx_ep_address. */
 gdx_status_t gdx_mem_pack(const gdx_mem_t *mem, void *buf, size_t *len);
-/* GDX_ERR_BUSY (nothing released) while a request or a peer's staged transfer uses it. */
+/* GDX_ERR_BUSY (nothing released; retry after gdx_progress) while a request of this process, or a copy-out of a
+ * peer's staged fragment into it, uses it. A peer's staged put whose data has not arrived yet does not: it is
+ * refused when it arrives (the peer's request fails with GDX_ERR_ACCESS_DENIED) and nothing is written after. */
 gdx_status_t gdx_mem_dereg(gdx_mem_t *mem);
 
 /* The peer's key blob, validated field by field, for use with `ep` (after gdx_ep_connect). */
@@ -110,8 +118,13 @@ gdx_status_t gdx_get(gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rk
                      size_t len, gdx_request_t **req_p);
 /* Drives every transport and staging copy of the context; returns how many events it processed. */
 unsigned gdx_progress(gdx_context_t *context);
-/* GDX_INPROGRESS, GDX_OK, or the request's error (copy failure, peer gone, refused by the peer). */
+/* GDX_INPROGRESS, GDX_OK, or the request's error (copy failure, peer gone, refused by the peer). An error
+ * also becomes this thread's gdx_last_error() text. */
 gdx_status_t gdx_request_test(const gdx_request_t *req);
+/* Why the request failed: the operation, how far it got, the status and its cause ("put of 1048576 bytes (0
+ * direct, 524288 staged so far) failed: timeout: the peer was silent for GDX_PEER_TIMEOUT ..."). Never empty for
+ * a failed request; "" while it is in progress or after success. Valid until the request is freed. */
+const char *gdx_request_error(const gdx_request_t *req);
 /* Progresses until the request completes or timeout_ms passes (GDX_ERR_TIMEOUT; the request stays valid). */
 gdx_status_t gdx_request_wait(gdx_context_t *context, gdx_request_t *req, int timeout_ms);
 

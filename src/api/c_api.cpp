@@ -208,7 +208,9 @@ gdx_status_t gdx_mem_dereg(gdx_mem_t *mem) {
     return guarded("gdx_mem_dereg", [&] {
         if (mem == nullptr) return GDX_OK;
         if (mem->impl->busy())
-            return GDX_FAIL(GDX_ERR_BUSY, "api", "gdx_mem_dereg: a request or a peer's transfer still uses it");
+            // Retryable: logged at debug, or a caller's retry loop would fill the log (issue 16).
+            return gdx::fail(GDX_ERR_BUSY, gdx::log::Level::Debug, "api",
+                             "gdx_mem_dereg: a request or a peer's transfer still uses it");
         delete mem;
         return GDX_OK;
     });
@@ -219,7 +221,7 @@ gdx_status_t gdx_rkey_unpack(gdx_ep_t *ep, const void *packed, size_t len, gdx_r
         if (ep == nullptr || packed == nullptr || len == 0 || rkey_p == nullptr)
             return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "gdx_rkey_unpack: NULL argument or empty key");
         if (!ep->impl->connected_called())
-            return GDX_FAIL(GDX_ERR_BUSY, "api", "gdx_rkey_unpack: call gdx_ep_connect first");
+            return gdx::fail(GDX_ERR_BUSY, gdx::log::Level::Debug, "api", "gdx_rkey_unpack: call gdx_ep_connect first");
         auto k = std::make_unique<gdx_rkey>();
         if (gdx_status_t st = gdx::RemoteKey::unpack(*ep->impl, {static_cast<const uint8_t *>(packed), len}, &k->impl);
             st != GDX_OK)
@@ -244,7 +246,9 @@ gdx_status_t one_sided(bool is_put, gdx_ep_t *ep, gdx_mem_t *mem, size_t offset,
         if (mem->ctx != ep->ctx)
             return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "%s: memory and endpoint belong to different contexts", what);
         if (gdx_status_t st = ep->impl->state(); st != GDX_OK)
-            return GDX_FAIL(st == GDX_INPROGRESS ? GDX_ERR_BUSY : st, "api", "%s: the endpoint is not connected (%s)",
+            return gdx::fail(st == GDX_INPROGRESS ? GDX_ERR_BUSY : st,
+                             st == GDX_INPROGRESS ? gdx::log::Level::Debug : gdx::log::Level::Error, "api",
+                             "%s: the endpoint is not connected (%s)",
                             what, gdx_status_string(st));
         size_t lane = 0;
         if (gdx_status_t st = gdx::choose_lane(*ep->impl, *mem->impl, offset, *rkey->impl, remote_offset, len, &lane);
@@ -287,9 +291,29 @@ unsigned gdx_progress(gdx_context_t *context) {
     }
 }
 
+namespace {
+
+// An asynchronous failure's reason becomes the thread's last error when the caller learns of it. Logged at debug:
+// the cause was logged once where it happened, and a caller that polls must not repeat it.
+gdx_status_t report(const gdx_request_t *req) {
+    gdx_status_t st = req->req.status;
+    if (st != GDX_OK && st != GDX_INPROGRESS) gdx::fail(st, gdx::log::Level::Debug, "api", "%s", gdx_request_error(req));
+    return st;
+}
+
+} // namespace
+
 gdx_status_t gdx_request_test(const gdx_request_t *req) {
     if (req == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "gdx_request_test: NULL request");
-    return req->req.status;
+    return report(req);
+}
+
+const char *gdx_request_error(const gdx_request_t *req) {
+    if (req == nullptr) return "NULL request";
+    gdx_status_t st = req->req.status;
+    if (st == GDX_OK || st == GDX_INPROGRESS) return "";
+    // The pipeline describes every failure it completes; a status set elsewhere still gets its name.
+    return req->req.error.empty() ? gdx_status_string(st) : req->req.error.c_str();
 }
 
 gdx_status_t gdx_request_wait(gdx_context_t *context, gdx_request_t *req, int timeout_ms) {
@@ -299,9 +323,10 @@ gdx_status_t gdx_request_wait(gdx_context_t *context, gdx_request_t *req, int ti
     while (req->req.status == GDX_INPROGRESS) {
         gdx_progress(context);
         if (req->req.status == GDX_INPROGRESS && std::chrono::steady_clock::now() > deadline)
-            return GDX_FAIL(GDX_ERR_TIMEOUT, "api", "gdx_request_wait: not complete after %d ms", timeout_ms);
+            return gdx::fail(GDX_ERR_TIMEOUT, gdx::log::Level::Debug, "api",
+                             "gdx_request_wait: not complete after %d ms (the request goes on)", timeout_ms);
     }
-    return req->req.status;
+    return report(req);
 }
 
 gdx_status_t gdx_request_path(const gdx_request_t *req, gdx_path_info_t *info) {

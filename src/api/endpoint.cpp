@@ -70,20 +70,30 @@ gdx_status_t Memory::create(Context &ctx, void *addr, size_t len, unsigned acces
     if (gdx_status_t st = ctx.open_transports(); st != GDX_OK) return st;
     auto m = std::make_unique<Memory>();
     gdx_status_t first_error = GDX_OK;
+    std::string first_reason;
     for (TransportSlot &t : ctx.transports()) {
         fb::Region *r = nullptr;
         gdx_status_t st = t.engine->mem_reg(addr, len, access, &r);
         if (st == GDX_OK) {
             m->regs_.push_back({&t, r});
+        } else if (st == GDX_ERR_INVALID_ADDR) {
+            // Memory this process cannot access with these rights: no transport may take it (the check is the
+            // same in each, transport/reg_check.h), and the cause is what the caller needs to read.
+            // Logged once already where the probe failed: here only the caller's message is completed.
+            return fail(st, log::Level::Debug, kComp, "gdx_mem_reg: %s", last_error().c_str());
         } else {
             // Registered with the others; this transport will not be used for this memory.
             GDX_DEBUG(kComp, "gdx_mem_reg(%p, %zu): %s refused it: %s", addr, len, t.name().c_str(),
                       gdx_status_string(st));
-            if (first_error == GDX_OK) first_error = st;
+            if (first_error == GDX_OK) {
+                first_error = st;
+                first_reason = t.name() + ": " + last_error();
+            }
         }
     }
     if (m->regs_.empty())
-        return GDX_FAIL(first_error, kComp, "gdx_mem_reg(%p, %zu): no transport could register it", addr, len);
+        return GDX_FAIL(first_error, kComp, "gdx_mem_reg(%p, %zu): no transport could register it (%s)", addr, len,
+                        first_reason.c_str());
     *out = std::move(m);
     return GDX_OK;
 }
@@ -203,6 +213,8 @@ gdx_status_t Endpoint::state() const {
     for (const Lane &l : lanes_) {
         gdx_status_t st = l.ep->state();
         if (st != GDX_OK && st != GDX_INPROGRESS) return st;
+        // The transport may still be up while staging declared the peer dead (silent with staged work waiting).
+        if (st == GDX_OK && (st = l.slot->engine->peer_state(*l.ep)) != GDX_OK) return st;
         if (st == GDX_INPROGRESS) worst = GDX_INPROGRESS;
     }
     return worst;

@@ -56,6 +56,9 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 } // namespace
 
+// The accepted values by type, without the range row (config_accepted_text adds it).
+std::string config_accepted_base(const ConfigVarDesc &d);
+
 std::span<const ConfigVarDesc> config_table() { return kTable; }
 
 const ConfigVarDesc *config_find(std::string_view name) {
@@ -80,6 +83,12 @@ const char *config_type_name(ConfigType t) {
 }
 
 std::string config_accepted_text(const ConfigVarDesc &d) {
+    std::string text = config_accepted_base(d);
+    if (std::string_view r = config_range(d.id); !r.empty()) text += " (range " + std::string(r) + ")";
+    return text;
+}
+
+std::string config_accepted_base(const ConfigVarDesc &d) {
     auto joined = [&] {
         std::string s;
         for (auto &a : split(d.accepted, ',')) s += (s.empty() ? "" : ", ") + a;
@@ -190,7 +199,7 @@ gdx_status_t config_parse_value(const ConfigVarDesc &d, std::string_view text, C
         break;
     }
     }
-    if (ok) return GDX_OK;
+    if (ok) return config_check_range(d, text, *out, error);
     if (error) {
         *error = std::string(d.name) + "=" + std::string(text) + " is invalid (" + why + "); accepted: " +
                  config_accepted_text(d);
@@ -263,6 +272,7 @@ gdx_status_t Config::load(const Overrides &overrides, Config *out, std::string *
         }
         if (gdx_status_t st = set(*d, value, ConfigSource::Api); st != GDX_OK) return st;
     }
+    if (gdx_status_t st = config_check_relations(c, error); st != GDX_OK) return st;
     *out = std::move(c);
     return GDX_OK;
 }

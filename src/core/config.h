@@ -66,9 +66,19 @@ bool parse_uint(std::string_view s, uint64_t *out, std::string *why);
 std::string format_size(uint64_t bytes);                  // 4194304 -> "4M"
 std::string format_duration(std::chrono::nanoseconds d);   // 10s, 250us, inf
 
-// Parses `text` as the value of `desc`. On failure *error names the variable, the value and what is accepted.
+// Parses `text` as the value of `desc` and checks it against its GDX_CONFIG_RANGE row. On failure *error names
+// the variable, the value and what is accepted.
 gdx_status_t config_parse_value(const ConfigVarDesc &desc, std::string_view text, ConfigValue *out,
                                 std::string *error);
+
+// The GDX_CONFIG_RANGE row of a variable ("1..4096", "pow2 64K..1G", "auto|0..32"), "" when it has none.
+std::string_view config_range(ConfigId id);
+// Checks one parsed value against its range row (config_range.cpp); config_parse_value calls it.
+gdx_status_t config_check_range(const ConfigVarDesc &desc, std::string_view text, const ConfigValue &value,
+                                std::string *error);
+class Config;
+// Relations between variables (e.g. GDX_RC_MAX_INLINE <= GDX_RC_SEG_SIZE), checked by Config::load.
+gdx_status_t config_check_relations(const Config &cfg, std::string *error);
 
 class Config {
   public:

@@ -19,6 +19,9 @@ const char *ctrl_type_name(CtrlType t) {
     case CtrlType::SmallPut: return "SMALL_PUT";
     case CtrlType::SmallGetReq: return "SMALL_GET_REQ";
     case CtrlType::SmallGetData: return "SMALL_GET_DATA";
+    case CtrlType::Ping: return "PING";
+    case CtrlType::Pong: return "PONG";
+    case CtrlType::Bye: return "BYE";
     }
     return "unknown";
 }
@@ -103,6 +106,12 @@ void encode_ctrl(const CtrlMsg &m, std::vector<uint8_t> *out) {
         w.u64(m.token);
         w.bytes(m.data);
         break;
+    case CtrlType::Ping:
+    case CtrlType::Pong:
+        w.u32(0);
+        w.u64(m.token);
+        break;
+    case CtrlType::Bye: w.i32(m.status); break;
     }
 }
 
@@ -218,6 +227,12 @@ gdx_status_t decode_ctrl(std::span<const uint8_t> in, CtrlMsg *out, std::string 
         m.data = r.bytes(r.remaining());
         m.length = m.data.size();
         break;
+    case CtrlType::Ping:
+    case CtrlType::Pong:
+        reserved32 = r.u32();
+        m.token = r.u64();
+        break;
+    case CtrlType::Bye: status = r.i32(); break;
     }
     if (!r.ok()) {
         std::snprintf(buf, sizeof(buf), "%s truncated (%zu bytes)", ctrl_type_name(m.type), in.size());

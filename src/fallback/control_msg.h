@@ -17,6 +17,10 @@
 //   SMALL_PUT     reserved u32, token u64, region u64, offset u64, data
 //   SMALL_GET_REQ reserved u32, token u64, region u64, offset u64, length u64
 //   SMALL_GET_DATA status i32, token u64, data
+//   PING          reserved u32, token u64                     "are you there?" (sent while waiting on the peer)
+//   PONG          reserved u32, token u64                     the answer, from the peer's progress
+//   BYE           status i32                                  "I destroyed this endpoint: nothing you wait for
+//                                                              from me will come"
 #pragma once
 
 #include "gdx/status.h"
@@ -45,8 +49,11 @@ enum class CtrlType : uint8_t {
     SmallPut = 9,
     SmallGetReq = 10,
     SmallGetData = 11,
+    Ping = 12,
+    Pong = 13,
+    Bye = 14,
 };
-inline constexpr uint8_t kMaxCtrlType = 11;
+inline constexpr uint8_t kMaxCtrlType = 14;
 const char *ctrl_type_name(CtrlType t);
 
 // One decoded message: the fields its type uses (the others stay zero). Spans point into the received bytes and

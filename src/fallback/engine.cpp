@@ -4,12 +4,14 @@
 #include "fallback/engine_core.h"
 #include "fallback/staging_pipeline.h"
 #include "fallback/staging_target.h"
+#include "memtype/access_probe.h"
 #include "memtype/memtype.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <sys/random.h>
+#include <time.h>
 
 namespace gdx::fb {
 
@@ -23,6 +25,7 @@ gdx_status_t Params::from_config(const Config &cfg, Params *out) {
     p.depth = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(ConfigId::STAGING_DEPTH), 1u << 20));
     p.pool_slots = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(ConfigId::STAGING_POOL), 1u << 20));
     p.small_thresh = cfg.size(ConfigId::STAGING_THRESH);
+    p.peer_timeout_ns = cfg.duration(ConfigId::PEER_TIMEOUT).count(); // inf: INT64_MAX, the clock never fires
     p.fault.p2p_every = cfg.uint(ConfigId::FAULT_P2P_EVERY);
     p.fault.p2p_percent = cfg.uint(ConfigId::FAULT_P2P_PERCENT);
     p.fault.copy_every = cfg.uint(ConfigId::FAULT_COPY_EVERY);
@@ -96,15 +99,26 @@ Region *EngineCore::region(uint64_t id) const {
 }
 
 gdx_status_t EngineCore::copy_async(void *dst, const void *src, size_t len, mem::MemKind kind, int device,
-                                    mem::CopyDir dir, mem::CopyHandle *h) {
+                                    mem::CopyDir dir, mem::CopyHandle *h, bool peer_named) {
     if (fault.fail_copy()) {
         ++stats.copy_failures;
         return fail(GDX_ERR_IO, log::Level::Debug, kComp,
                     "staging copy of %zu bytes failed: injected by GDX_FAULT_COPY_EVERY", len);
     }
+    if (peer_named && kind == mem::MemKind::Host) return guarded_host_copy(dst, src, len);
     gdx_status_t st = mem::ops(kind).copy_async(dst, src, len, device, dir, h);
     if (st != GDX_OK && st != GDX_INPROGRESS) ++stats.copy_failures; // the row logged what failed
     return st;
+}
+
+gdx_status_t EngineCore::guarded_host_copy(void *dst, const void *src, size_t len) {
+    if (int e = mem::guarded_copy(dst, src, len); e != 0) {
+        ++stats.copy_failures;
+        return fail_errno(GDX_ERR_INVALID_ADDR, e, kComp,
+                          "target copy of %zu bytes: registered memory is no longer accessible (unmapped or protected "
+                          "after registration)", len);
+    }
+    return GDX_OK;
 }
 
 gdx_status_t EngineCore::copy_test(mem::CopyHandle *h) {
@@ -114,12 +128,13 @@ gdx_status_t EngineCore::copy_test(mem::CopyHandle *h) {
 }
 
 gdx_status_t EngineCore::copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device,
-                                   mem::CopyDir dir) {
+                                   mem::CopyDir dir, bool peer_named) {
     if (fault.fail_copy()) {
         ++stats.copy_failures;
         return fail(GDX_ERR_IO, log::Level::Debug, kComp,
                     "small-message copy of %zu bytes failed: injected by GDX_FAULT_COPY_EVERY", len);
     }
+    if (peer_named && kind == mem::MemKind::Host) return guarded_host_copy(dst, src, len);
     const mem::Ops &row = mem::ops(kind);
     void *scratch = nullptr;
     if (kind != mem::MemKind::Host && dir != mem::CopyDir::Unknown && len <= small_max) {
@@ -153,6 +168,29 @@ void EngineCore::protocol_error(const char *what, const std::string &why) {
 }
 
 // ---- Engine --------------------------------------------------------------------------------------------------
+
+namespace {
+
+int64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); // cannot fail with a valid clock id and pointer
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// BYE straight through the transport (the link, if any, is about to go): best effort, logged at debug.
+void say_bye(tp::Endpoint &ep, uint8_t am_id) {
+    gdx_status_t st = ep.state();
+    if (st != GDX_OK) return; // not connected, or already broken: the peer learns from the transport
+    CtrlMsg bye;
+    bye.type = CtrlType::Bye;
+    bye.status = GDX_ERR_CONNECTION_RESET;
+    std::vector<uint8_t> bytes;
+    encode_ctrl(bye, &bytes);
+    st = ep.am_bcopy(am_id, bytes.data(), bytes.size());
+    if (st != GDX_OK) GDX_DEBUG("staging", "BYE not sent (%s): the peer's silence clock will tell it", gdx_status_string(st));
+}
+
+} // namespace
 
 namespace {
 void ignore_am(void *, tp::Endpoint *, const void *, size_t) {}
@@ -252,7 +290,9 @@ gdx_status_t Engine::mem_reg(void *addr, size_t len, unsigned access, Region **o
                             addr, len, mem::kind_name(info.kind), info.device, mem::kind_name(s.info.kind),
                             s.info.device);
     std::unique_ptr<tp::MemHandle> memh;
-    if (gdx_status_t st = c.iface.md().mem_reg(addr, len, info, access, &memh); st != GDX_OK)
+    if (gdx_status_t st = c.iface.md().mem_reg(addr, len, info, access, &memh); st == GDX_ERR_INVALID_ADDR)
+        return st; // the access probe's message names the cause (transport/reg_check.h): keep it
+    else if (st != GDX_OK)
         return GDX_FAIL(st, kComp, "mem_reg(%p, %zu): the %.*s memory domain refused %s", addr, len,
                         static_cast<int>(c.iface.md().name().size()), c.iface.md().name().data(),
                         mem::type_name(info.type));
@@ -290,7 +330,7 @@ gdx_status_t Engine::mem_dereg(Region *region) {
     if (region == nullptr || c.region(region->id()) != region)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_dereg: not a region of this engine");
     if (region->busy != 0)
-        return GDX_FAIL(GDX_ERR_BUSY, kComp, "mem_dereg: region %#llx is used by %u requests or peer transfers",
+        return fail(GDX_ERR_BUSY, log::Level::Debug, kComp, "mem_dereg: region %#llx is used by %u requests or peer transfers",
                         static_cast<unsigned long long>(region->id()), region->busy);
     c.regions.erase(region->id());
     return GDX_OK;
@@ -355,6 +395,7 @@ void Engine::on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length)
         return;
     }
     PeerLink &peer = c.peer(*ep);
+    peer.heard(now_ns()); // any word from the peer's engine resets the silence clock (peer_liveness.cpp)
     switch (m.type) {
     case CtrlType::Want: e->target_->on_want(peer, m); break;
     case CtrlType::Return: e->target_->on_return(peer, m); break;
@@ -369,6 +410,15 @@ void Engine::on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length)
     case CtrlType::Done: e->pipeline_->on_done(peer, m); break;
     case CtrlType::GetDone: e->pipeline_->on_get_done(peer, m); break;
     case CtrlType::SmallGetData: e->pipeline_->on_small_get_data(peer, m); break;
+    case CtrlType::Ping: {
+        CtrlMsg pong;
+        pong.type = CtrlType::Pong;
+        pong.token = m.token;
+        peer.send(pong, false); // queued (we are inside the transport's progress); errors show in broken()
+        break;
+    }
+    case CtrlType::Pong: break; // heard() above is all it is for
+    case CtrlType::Bye: peer.declare_dead(GDX_ERR_CONNECTION_RESET, "it destroyed its endpoint"); break;
     }
 }
 
@@ -378,6 +428,8 @@ unsigned Engine::progress() {
     unsigned n = c.iface.progress();
     c.in_progress = false;
     n += target_->progress();
+    const int64_t now = now_ns();
+    for (auto &[ep, link] : c.peers) link->watch(pipeline_->uses_peer(*link), now, c.params.peer_timeout_ns);
     n += pipeline_->progress();
     for (auto &[ep, link] : c.peers) n += link->flush();
     return n;
@@ -386,14 +438,28 @@ unsigned Engine::progress() {
 gdx_status_t Engine::ep_close(tp::Endpoint &ep) {
     EngineCore &c = *core_;
     auto it = c.peers.find(&ep);
-    if (it == c.peers.end()) return GDX_OK;
+    if (it == c.peers.end()) {
+        say_bye(ep, c.params.am_id); // the peer may have posted staged work we never heard of (no progress yet)
+        return GDX_OK;
+    }
     PeerLink &link = *it->second;
     if (link.users != 0 || pipeline_->uses_peer(link) || target_->uses_peer(link))
-        return GDX_FAIL(GDX_ERR_BUSY, kComp, "ep_close: %u requests or peer transfers still use the endpoint",
+        return fail(GDX_ERR_BUSY, log::Level::Debug, kComp, "ep_close: %u requests or peer transfers still use the endpoint",
                         link.users);
+    // Tell the peer, so its requests waiting on us (a staged put whose data we will never copy out, a credit we
+    // will never grant) fail now rather than at GDX_PEER_TIMEOUT. Best effort: the silence clock is the backstop.
+    if (!link.broken()) {
+        link.flush(); // what was queued goes first: the peer must not read BYE before an answer it waits for
+        say_bye(ep, c.params.am_id);
+    }
     for (auto &[id, g] : c.grantors) g->forget(link);
     c.peers.erase(it);
     return GDX_OK;
+}
+
+gdx_status_t Engine::peer_state(tp::Endpoint &ep) const {
+    auto it = core_->peers.find(&ep);
+    return it == core_->peers.end() ? GDX_OK : it->second->failure();
 }
 
 Stats Engine::stats() const {

@@ -49,6 +49,7 @@ struct Params {
     uint64_t small_thresh = 8192;   // GDX_STAGING_THRESH
     FaultParams fault;              // GDX_FAULT_*
     uint8_t am_id = 31;             // active-message id of the control messages (one per interface user)
+    int64_t peer_timeout_ns = 10'000'000'000; // GDX_PEER_TIMEOUT: the staging silence clock (peer_liveness.cpp)
 
     // Reads the GDX_* values above; GDX_ERR_INVALID_CONFIG (logged) when one is out of range.
     static gdx_status_t from_config(const Config &cfg, Params *out);
@@ -66,6 +67,9 @@ struct Request {
     void *user = nullptr;
     gdx_status_t status = GDX_OK;
     PathReport path;
+    // Why it failed, set with an error status ("" while in progress or on success): the operation, the stage
+    // and the status, so an asynchronous failure is never without its reason (gdx_request_error).
+    std::string error;
 
   private:
     friend class Engine;
@@ -111,7 +115,10 @@ class Engine {
 
     // Drops the engine's state for an endpoint about to be destroyed (slots it holds of our pools come back).
     // GDX_ERR_BUSY while requests or peer jobs on it are active.
+    // Also tells the peer (BYE), so its staged requests waiting on us fail at once.
     gdx_status_t ep_close(tp::Endpoint &ep);
+    // GDX_OK, or why staging declared the peer behind `ep` dead (silent for GDX_PEER_TIMEOUT, or it said BYE).
+    gdx_status_t peer_state(tp::Endpoint &ep) const;
 
     Stats stats() const;
     const Params &params() const;

@@ -43,15 +43,21 @@ struct EngineCore {
     Region *region(uint64_t id) const;
 
     // A staging copy (into or out of a bounce slot) with the ops row of `kind` (fault injection applies).
-    // GDX_OK: done; GDX_INPROGRESS: poll copy_test(); errors are logged and counted.
+    // GDX_OK: done; GDX_INPROGRESS: poll copy_test(); errors are logged and counted. `peer_named`: one side is
+    // user memory a peer's message named (the target side): host memory is then copied with mem::guarded_copy,
+    // so memory unmapped after registration fails that request (GDX_ERR_INVALID_ADDR), not the process.
     gdx_status_t copy_async(void *dst, const void *src, size_t len, mem::MemKind kind, int device, mem::CopyDir dir,
-                            mem::CopyHandle *h);
+                            mem::CopyHandle *h, bool peer_named = false);
     gdx_status_t copy_test(mem::CopyHandle *h);
     // Synchronous copy for the small-message path. `dir` says which side is the row's memory: between GPU memory
     // and pageable memory (a message being built, the transport's ring) it goes through a pinned scratch buffer of
     // the device, because the driver stages pageable copies itself, several microseconds slower per copy.
-    gdx_status_t copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device, mem::CopyDir dir);
+    // `peer_named`: host memory a peer's request named is copied with a guarded copy (a fault fails the request).
+    gdx_status_t copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device, mem::CopyDir dir,
+                           bool peer_named = false);
     ~EngineCore();
+
+    gdx_status_t guarded_host_copy(void *dst, const void *src, size_t len);
 
     std::map<int, void *> small_scratch; // pinned, small_max bytes, by device (made on first use)
 

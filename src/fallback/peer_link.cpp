@@ -138,6 +138,7 @@ unsigned PeerLink::flush() {
 }
 
 bool PeerLink::broken() const {
+    if (dead_ != GDX_OK) return true;
     gdx_status_t st = ep_.state();
     return st != GDX_OK && st != GDX_INPROGRESS;
 }

@@ -81,8 +81,21 @@ class PeerLink {
     // Retries queued messages in order; returns how many went out.
     unsigned flush();
     bool queue_empty() const { return queue_.empty(); }
-    // The endpoint reports an error: whatever waits on this peer will never be answered.
+    // The endpoint reports an error, or the peer was declared dead (silent, or said BYE): whatever waits on this
+    // peer will never be answered.
     bool broken() const;
+    // Why: the status requests waiting on this peer fail with (GDX_OK while not broken).
+    gdx_status_t failure() const;
+
+    // ---- liveness (peer_liveness.cpp) ----
+    // A control message came from the peer: its engine is alive.
+    void heard(int64_t now_ns) { last_heard_ns_ = now_ns; }
+    // The peer said BYE, or its silence outlived GDX_PEER_TIMEOUT: fail what waits on it (logged once).
+    void declare_dead(gdx_status_t st, const char *why);
+    // Called from every engine progress. `waiting`: a request of ours waits on this peer (credits, grants,
+    // copy-outs, stage-outs, direct operations). While it waits, a peer silent for timeout/4 is sent PING
+    // (its progress answers PONG); one silent for the whole timeout is declared dead with GDX_ERR_TIMEOUT.
+    void watch(bool waiting, int64_t now_ns, int64_t timeout_ns);
 
     CreditWallet &wallet(uint16_t pool) { return wallets_[pool]; }
 
@@ -123,6 +136,10 @@ class PeerLink {
         unsigned refused = 0;    // bits whose registration failed (said once)
     };
     std::map<uint8_t *, MappedPool> mapped_; // by local address
+    gdx_status_t dead_ = GDX_OK;
+    int64_t last_heard_ns_ = 0;
+    int64_t waiting_since_ns_ = -1; // -1: not waiting
+    int64_t last_ping_ns_ = 0;
 };
 
 } // namespace gdx::fb

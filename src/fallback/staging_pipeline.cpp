@@ -48,6 +48,7 @@ gdx_status_t StagingPipeline::submit(bool is_put, PeerLink &peer, Region &local,
     op.direct.op = &op;
     for (Frag &f : op.frags) f.op = &op;
     req->status = GDX_INPROGRESS;
+    req->error.clear();
     req->path = PathReport{};
     req->path.frag_size = static_cast<uint32_t>(frag);
     req->path.depth = core_.params.depth;
@@ -198,6 +199,9 @@ void StagingPipeline::frag_completed(tp::Completion *c) {
 
 bool StagingPipeline::step(Frag &f) {
     Op &op = *f.op;
+    // A broken peer answers nothing: not a DONE, nor a GRANT a credit wait needs (issue 16: waits for credits
+    // hung when the target destroyed its endpoint or stopped).
+    if (op.status == GDX_OK && op.peer->broken()) fail(op, op.peer->failure());
     if (op.status != GDX_OK) {
         // The request failed elsewhere: nothing new starts; what runs (copies, transport operations, a
         // published FILLED) finishes first.
@@ -213,7 +217,7 @@ bool StagingPipeline::step(Frag &f) {
     if (f.state == FragState::Wait) {
         if (f.remote_pending && op.peer->broken()) {
             f.remote_pending = false; // no answer will come
-            fail(f, GDX_ERR_CONNECTION_RESET);
+            fail(f, op.peer->failure());
         }
         if (!f.xfer_pending && f.comp.status != GDX_OK && f.status == GDX_OK) fail(f, f.comp.status);
         if (op.is_put && !f.xfer_pending && f.lslot >= 0) {
@@ -518,6 +522,7 @@ bool StagingPipeline::finished(Op &op) {
 void StagingPipeline::complete(Op &op) {
     gdx_status_t st = op.status != GDX_OK ? op.status : op.direct.status;
     op.req->status = st;
+    if (st != GDX_OK) op.req->error = describe_failure(op, st);
     op.req->op_ = nullptr;
     ++(st == GDX_OK ? core_.stats.requests_completed : core_.stats.requests_failed);
     --op.local->busy;

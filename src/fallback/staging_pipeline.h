@@ -129,6 +129,7 @@ class StagingPipeline {
     Op *find(uint64_t token, const PeerLink &peer, const char *what);
     Frag *find_frag(Op &op, uint64_t token);
     void complete(Op &op);
+    std::string describe_failure(const Op &op, gdx_status_t st) const; // request_error.cpp
     static void frag_completed(tp::Completion *c);
     static uint64_t token(const Op &op, uint32_t index) { return (uint64_t(op.id) << 32) | index; }
 

@@ -107,7 +107,7 @@ void StagingTarget::on_filled(PeerLink &peer, const CtrlMsg &m) {
     ++peer.users;
     // Started here, not at the next progress(): the H2D copy overlaps the next fragment on the wire.
     st = core_.copy_async(r->ptr(m.offset), g.pool().slot_ptr(m.slot), m.length, r->info().kind, r->info().device,
-                          mem::CopyDir::ToDevice, &j.copy);
+                          mem::CopyDir::ToDevice, &j.copy, /*peer_named=*/true);
     j.copy_pending = st == GDX_INPROGRESS;
     if (st != GDX_OK && st != GDX_INPROGRESS) j.status = st;
     core_.stats.target_bytes_copied += m.length;
@@ -165,7 +165,7 @@ bool StagingTarget::stage_out_mapped(StageOutJob &j) {
     }
     if (st == GDX_OK)
         st = core_.copy_async(base + (j.landing - j.landing_rkey->base()), j.region->ptr(j.offset), j.length,
-                              ri.kind, ri.device, mem::CopyDir::ToHost, &j.copy);
+                              ri.kind, ri.device, mem::CopyDir::ToHost, &j.copy, /*peer_named=*/true);
     j.copy_pending = st == GDX_INPROGRESS;
     if (st != GDX_OK && st != GDX_INPROGRESS) j.status = st;
     j.via_map = true;
@@ -194,7 +194,7 @@ bool StagingTarget::step(StageOutJob &j) {
         }
         gdx_status_t st = core_.copy_async(j.pool->slot_ptr(j.slot), j.region->ptr(j.offset), j.length,
                                            j.region->info().kind, j.region->info().device, mem::CopyDir::ToHost,
-                                           &j.copy);
+                                           &j.copy, /*peer_named=*/true);
         j.copy_pending = st == GDX_INPROGRESS;
         if (st != GDX_OK && st != GDX_INPROGRESS) j.status = st;
         j.state = j.status == GDX_OK ? StageOutState::CopyIn : StageOutState::Wait;
@@ -243,7 +243,7 @@ void StagingTarget::on_small_put(PeerLink &peer, const CtrlMsg &m) {
     Region *r = check_region(m, tp::kAccessRemoteWrite, "SMALL_PUT", &st);
     if (r != nullptr) {
         st = core_.copy_sync(r->ptr(m.offset), m.data.data(), m.length, r->info().kind, r->info().device,
-                             mem::CopyDir::ToDevice);
+                             mem::CopyDir::ToDevice, true);
         core_.stats.target_bytes_copied += m.length;
     }
     answer_done(peer, m.token, st, kNoSlot, kNoSlot, false);
@@ -264,7 +264,7 @@ void StagingTarget::on_small_get_req(PeerLink &peer, const CtrlMsg &m) {
     if (r != nullptr) {
         data.resize(m.length);
         st = core_.copy_sync(data.data(), r->ptr(m.offset), m.length, r->info().kind, r->info().device,
-                             mem::CopyDir::ToHost);
+                             mem::CopyDir::ToHost, true);
         core_.stats.target_bytes_copied += m.length;
     }
     a.status = st;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (-fsanitize=fuzzer,address,undefined) in their own build directory
-# and runs each for a bounded time (CI).
+# and runs them for a bounded time in all (CI): fuzz_wire (transport frames, rkeys, addresses) gets half of it,
+# fuzz_ctrl (staging control messages) and fuzz_rkey (fallback key + transport rkeys) a quarter each.
 #
-#   tests/fuzz/run.sh [seconds-per-target]        (default 60; build dir: $GDX_FUZZ_BUILD or build-fuzz)
+#   tests/fuzz/run.sh [seconds]        (total, default 60, at least 12; build dir: $GDX_FUZZ_BUILD or build-fuzz)
 #
 # Exit status 0: no crash, leak or timeout found. Otherwise the reproducer is under <build>/fuzz-artifacts/
-# (replay it with: <build>/tests/fuzz/fuzz_wire <file>). The corpus grows in <build>/fuzz-corpus/.
+# (replay it with: <build>/tests/fuzz/<target> <file>). The corpora grow in <build>/fuzz-corpus/<target>/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 seconds=${1:-60}
@@ -14,7 +15,7 @@ command -v clang++ >/dev/null || { echo "clang++ not found: libFuzzer needs clan
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
       -DGDX_BUILD_FUZZERS=ON -DGDX_SANITIZE=address,undefined -DGDX_BUILD_UCT=OFF >/dev/null
-ninja -C "$build" -j2 fuzz_wire
+ninja -C "$build" -j2 fuzz_wire fuzz_ctrl fuzz_rkey
 
 corpus=$build/fuzz-corpus/wire
 artifacts=$build/fuzz-artifacts
@@ -38,7 +39,40 @@ seeds = {
 for name, b in seeds.items():
     open(os.path.join(d, 'seed-' + name), 'wb').write(b)
 PY
-echo "fuzz_wire: ${seconds}s"
-"$build/tests/fuzz/fuzz_wire" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-    -artifact_prefix="$artifacts/" -print_final_stats=1 "$corpus"
-echo "fuzz_wire: no crash in ${seconds}s"
+# Seeds for the staging control messages (one of each type) and the fallback key (a one-chunk host region
+# wrapping a tcp rkey).
+mkdir -p "$build/fuzz-corpus/ctrl" "$build/fuzz-corpus/rkey"
+python3 - "$build/fuzz-corpus" <<'PY'
+import os, struct, sys
+d = sys.argv[1]
+def c(t, body): return struct.pack('<BBH', 1, t, 0) + body
+rk = struct.pack('<BBHIQQQ', 1, 1, 0, 12, 0xdeadbeef, 0x7f0000000000, 1 << 20)[:32].ljust(32, b'\0')
+ctrl = {
+    'want': c(1, struct.pack('<HH', 0, 4)),
+    'grant': c(2, struct.pack('<HHiIHHQQ', 0, 2, 0, 16, len(rk), 0, 0x7f0000000000, 65536) + struct.pack('<HH', 3, 5) + rk),
+    'filled': c(3, struct.pack('<HHIQQQQ', 0, 3, 0, 9, 0x1234, 0, 4096)),
+    'done': c(4, struct.pack('<HHiB3xQ', 0, 3, 0, 1, 9)),
+    'return': c(6, struct.pack('<HHHH', 0, 2, 3, 5)),
+    'get_req': c(7, struct.pack('<HHQQQQQ', len(rk), 0, 9, 0x1234, 0, 4096, 0x7f0000001000) + rk),
+    'get_done': c(8, struct.pack('<iQ', -11, 9)),
+    'small_put': c(9, struct.pack('<IQQQ', 0, 9, 0x1234, 0) + b'data'),
+    'ping': c(12, struct.pack('<IQ', 0, 77)),
+    'bye': c(14, struct.pack('<i', -9)),
+}
+for n, b in ctrl.items():
+    open(os.path.join(d, 'ctrl', 'seed-' + n), 'wb').write(b)
+key = struct.pack('<IHHQQQQIBBhII', 0x4B584447, 1, 0, 0x1234, 0x7f0000000000, 1 << 20, 512 << 10, 12, 0, 0, -1, 1, 32)
+key += struct.pack('<QQB', 0, 1 << 20, 1) + rk
+open(os.path.join(d, 'rkey', 'seed-key'), 'wb').write(key)
+open(os.path.join(d, 'rkey', 'seed-rkey'), 'wb').write(rk)
+PY
+[ "$seconds" -ge 12 ] || seconds=12
+run_one() { # target corpus seconds
+  echo "$1: ${3}s"
+  "$build/tests/fuzz/$1" -max_total_time="$3" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+      -artifact_prefix="$artifacts/" -print_final_stats=1 "$2"
+  echo "$1: no crash in ${3}s"
+}
+run_one fuzz_wire "$corpus" $((seconds / 2))
+run_one fuzz_ctrl "$build/fuzz-corpus/ctrl" $((seconds / 4))
+run_one fuzz_rkey "$build/fuzz-corpus/rkey" $((seconds / 4))

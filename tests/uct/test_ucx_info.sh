@@ -39,4 +39,10 @@ grep -q "^UCX_GDX_LOG_LEVEL=info$" <<<"$cfg" ||
 bad=$(UCX_GDX_LOG_LEVEL=loud ucx_info_with "$module" -d 2>&1)
 grep -q "GDX_LOG_LEVEL=loud is invalid" <<<"$bad" || fail "UCX_GDX_LOG_LEVEL=loud not reported: $bad"
 grep -q "Transport: $1\$" <<<"$bad" && fail "$1 still listed with an invalid UCX_GDX_LOG_LEVEL"
+# An out-of-range value is refused at md_open too, with the accepted range (issue 16: it used to open and fail
+# at the first endpoint).
+bad=$(UCX_GDX_SHM_RING_SIZE=3K ucx_info_with "$module" -d 2>&1)
+grep -q "GDX_SHM_RING_SIZE=3K is out of range; accepted: a power of two in 64K..1G" <<<"$bad" ||
+  fail "UCX_GDX_SHM_RING_SIZE=3K not reported with its range: $bad"
+grep -q "Transport: $1\$" <<<"$bad" && fail "$1 still listed with UCX_GDX_SHM_RING_SIZE=3K"
 echo "PASS"

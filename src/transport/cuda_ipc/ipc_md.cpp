@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "memtype/cuda_driver.h"
 #include "transport/rkey_table.h"
+#include "transport/reg_check.h"
 
 #include <cstring>
 #include <map>
@@ -164,6 +165,7 @@ gdx_status_t IpcMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, un
                         len);
     if ((access & ~static_cast<unsigned>(kAccessAll)) != 0 || access == 0)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg: access bits 0x%x", access);
+    if (gdx_status_t st = check_reg_access(addr, len, info, access, kComp); st != GDX_OK) return st;
     auto h = std::make_unique<IpcMemHandle>(addr, len, info, access, state_);
     // The part inside the allocation memtype found; anything past its end is a second, unreachable chunk.
     size_t inside = len;

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "memtype/cuda_driver.h"
+#include "transport/reg_check.h"
 
 #include <cerrno>
 #include <cstring>
@@ -260,6 +261,7 @@ gdx_status_t RcMemoryDomain::mem_reg(void *addr, size_t len, const mem::MemInfo 
     if (reinterpret_cast<uintptr_t>(addr) + len < reinterpret_cast<uintptr_t>(addr))
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: mem_reg(%p, %zu): range wraps around", name_.c_str(),
                         addr, len);
+    if (gdx_status_t st = check_reg_access(addr, len, info, access, kComp); st != GDX_OK) return st;
     std::shared_ptr<RcRegion> region;
     if (len == 0) {
         region = std::make_shared<RcRegion>(); // nothing to register; the handle opens nothing

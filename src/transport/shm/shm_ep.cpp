@@ -1,8 +1,10 @@
 // shm endpoint: operations, their completion, and the target side of the protocol (README.md, "put/get").
 #include "core/error.h"
+#include "memtype/access_probe.h"
 #include "transport/shm/cma.h"
 #include "transport/shm/shm_iface.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstring>
 #include <sched.h>
@@ -368,7 +370,13 @@ void ShmEp::handle_put_data(const RecHdr &h, const uint8_t *rec, size_t len) {
         RkeyTable::Pin pin = t.pin();
         uint8_t *ptr = nullptr;
         st = t.check(pin, b.key, b.raddr + b.off, n, kAccessRemoteWrite, &ptr, &why);
-        if (st == GDX_OK && n) std::memcpy(ptr, rec + sizeof(RecHdr) + sizeof(b), n);
+        // Guarded (access_probe.h): memory unmapped since registration fails this put, not the process.
+        if (st == GDX_OK && n) {
+            if (int e = mem::guarded_copy(ptr, rec + sizeof(RecHdr) + sizeof(b), n); e != 0) {
+                st = GDX_ERR_INVALID_ADDR;
+                why = std::string("the registered destination is no longer writable (") + std::strerror(e) + ")";
+            }
+        }
     }
     if (st != GDX_OK && put_errors_.emplace(b.op, st).second)
         GDX_WARN(kComp, "refused put of %zu bytes at 0x%" PRIx64 " from pid %d: %s", n, b.raddr + b.off,
@@ -404,7 +412,18 @@ bool ShmEp::serve_get_streams() {
             gets_.pop_front();
             continue;
         }
-        if (!ch_.push(kRecGetData, 0, flags, &b, sizeof(b), ptr, n)) break;
+        // A guarded copy into scratch first: memory unmapped after registration fails this get, not the process.
+        if (!ch_.can_push(sizeof(RecHdr) + sizeof(b) + n)) break;
+        get_scratch_.resize(std::max(get_scratch_.size(), n));
+        if (int e = n ? mem::guarded_copy(get_scratch_.data(), ptr, n) : 0; e != 0) {
+            GDX_WARN(kComp, "get of %" PRIu64 " bytes at 0x%" PRIx64 " from pid %d: the registered source is no "
+                     "longer readable (%s)", s.len, s.raddr, static_cast<int>(ch_.peer_pid()), std::strerror(e));
+            b.status = GDX_ERR_INVALID_ADDR;
+            reply(kRecGetData, kFlagLast, &b, sizeof(b));
+            gets_.pop_front();
+            continue;
+        }
+        if (!ch_.push(kRecGetData, 0, flags, &b, sizeof(b), get_scratch_.data(), n)) break;
         any = true;
         s.off += n;
         if (flags & kFlagLast) gets_.pop_front();

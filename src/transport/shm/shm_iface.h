@@ -189,6 +189,7 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     std::deque<Op *> sendq_;   // ring-copy puts with fragments left to push
     std::deque<Reply> replies_;
     std::deque<GetStream> gets_;
+    std::vector<uint8_t> get_scratch_; // a get's source read by a guarded copy before it enters the ring
     std::unordered_map<uint64_t, gdx_status_t> put_errors_; // ring-copy puts that failed part-way (target side)
     PendingRequest *pending_head_ = nullptr, *pending_tail_ = nullptr;
     uint64_t grant_seq_ = 0, serviced_grant_ = 0, grant_key_ = 0;

@@ -2,6 +2,7 @@
 // when remote rights are asked for, records the range in the software key table the target checks.
 #include "core/error.h"
 #include "transport/shm/shm_iface.h"
+#include "transport/reg_check.h"
 
 namespace gdx::tp::shm {
 
@@ -43,6 +44,7 @@ gdx_status_t ShmMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, un
                         len);
     if ((access & ~static_cast<unsigned>(kAccessAll)) != 0 || access == 0)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg: access bits 0x%x", access);
+    if (gdx_status_t st = check_reg_access(addr, len, info, access, kComp); st != GDX_OK) return st;
     auto h = std::make_unique<ShmMemHandle>(addr, len, info, access, table_, quiescer_);
     ChunkReg c;
     c.offset = 0;

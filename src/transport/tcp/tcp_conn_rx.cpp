@@ -37,6 +37,18 @@ ssize_t Conn::recv_some(uint8_t *dst, size_t len) {
     ssize_t n = recv_once(fd_, dst, len, &err);
     if (n > 0) last_activity_ = Clock::now();
     if (n >= 0) return n;
+    if (err == EFAULT && rx_ == Rx::PutPayload) {
+        // The registered destination was unmapped after registration (it was probed then): the kernel refused
+        // the copy and left the bytes queued. Fail this put alone and discard the rest of its payload; the
+        // connection and the other requests go on.
+        fail(GDX_ERR_INVALID_ADDR, refusal_level(peer_name_, GDX_ERR_INVALID_ADDR), "tcp",
+             "PUT from %s stopped: the registered destination is no longer "
+             "writable (%s); the rest is discarded",
+             peer_name_.c_str(), std::strerror(err));
+        rx_ = Rx::Discard;
+        rx_status_ = GDX_ERR_INVALID_ADDR;
+        return kRecvSwitched;
+    }
     if (err != 0)
         close(status_of_errno(err), std::string("recv: ") + std::strerror(err));
     else if (rx_ == Rx::Header && rx_got_ == 0)
@@ -83,9 +95,9 @@ void Conn::on_readable() {
             // the table pinned, and hold the pin across the recv() that writes into it.
             if (table.check(pin, rx_key_, reinterpret_cast<uintptr_t>(rx_dst_), rx_left_, kAccessRemoteWrite, &ptr,
                             &why) != GDX_OK) {
-                GDX_FAIL(GDX_ERR_ACCESS_DENIED, "tcp",
-                         "PUT from %s stopped: %s (deregistered mid-transfer); the rest is discarded", peer_name_.c_str(),
-                         why.c_str());
+                fail(GDX_ERR_ACCESS_DENIED, refusal_level(peer_name_, GDX_ERR_ACCESS_DENIED, why), "tcp",
+                     "PUT from %s stopped: %s (deregistered mid-transfer); the rest is discarded", peer_name_.c_str(),
+                     why.c_str());
                 rx_ = Rx::Discard;
                 rx_status_ = GDX_ERR_ACCESS_DENIED;
                 continue;
@@ -104,6 +116,7 @@ void Conn::on_readable() {
             n = recv_some(rx_dst_, std::min<uint64_t>(rx_left_, budget));
             break;
         }
+        if (n == kRecvSwitched) continue; // the state changed (a put refused mid-payload): read on in it
         if (n < 0) return; // closed
         if (n == 0) {      // drained: wait for the next readable edge
             wait_readable();
@@ -180,8 +193,9 @@ bool Conn::on_header() {
         rx_left_ = h.length;
         if (st != GDX_OK) {
             // The target's half of "logged on both sides": the initiator's completion gets the status.
-            GDX_FAIL(st, "tcp", "PUT of %" PRIu64 " bytes at 0x%" PRIx64 " from %s refused: %s", h.length, h.addr,
-                     peer_name_.c_str(), why.c_str());
+            fail(st, refusal_level(peer_name_, st, why), "tcp",
+                 "PUT of %" PRIu64 " bytes at 0x%" PRIx64 " from %s refused: %s", h.length, h.addr, peer_name_.c_str(),
+                 why.c_str());
             rx_ = Rx::Discard;
             rx_status_ = st;
         } else {
@@ -198,8 +212,9 @@ bool Conn::on_header() {
             st = table.check(pin, h.key_id, h.addr, h.length, kAccessRemoteRead, &ptr, &why);
         }
         if (st != GDX_OK) {
-            GDX_FAIL(st, "tcp", "GET of %" PRIu64 " bytes at 0x%" PRIx64 " from %s refused: %s", h.length, h.addr,
-                     peer_name_.c_str(), why.c_str());
+            fail(st, refusal_level(peer_name_, st, why), "tcp",
+                 "GET of %" PRIu64 " bytes at 0x%" PRIx64 " from %s refused: %s", h.length, h.addr, peer_name_.c_str(),
+                 why.c_str());
             queue_reply(wire::MsgType::GetReply, h.op_id, st, nullptr, 0, 0);
         } else {
             queue_reply(wire::MsgType::GetReply, h.op_id, GDX_OK, ptr, h.length, h.length > 0 ? h.key_id : 0);
@@ -249,9 +264,12 @@ bool Conn::on_reply_header(const wire::FrameHeader &h) {
     }
     gdx_status_t st = static_cast<gdx_status_t>(h.status);
     if (st != GDX_OK)
-        GDX_FAIL(st, "tcp", "%s of %" PRIu64 " bytes at 0x%" PRIx64 " (key 0x%016" PRIx64 ") failed at %s: %s",
-                 s->type == wire::MsgType::Put ? "put" : s->type == wire::MsgType::GetReq ? "get" : "flush", s->len,
-                 s->addr, s->key_id, peer_name_.c_str(), gdx_status_string(st));
+        fail(st, refusal_level(peer_name_, st), "tcp",
+             "%s of %" PRIu64 " bytes at 0x%" PRIx64 " (key 0x%016" PRIx64 ") failed at %s: %s",
+             s->type == wire::MsgType::Put      ? "put"
+             : s->type == wire::MsgType::GetReq ? "get"
+                                                : "flush",
+             s->len, s->addr, s->key_id, peer_name_.c_str(), gdx_status_string(st));
     if (h.type == wire::MsgType::GetReply && st == GDX_OK) {
         if (h.length != s->len) {
             protocol_error("GET_REPLY of " + std::to_string(h.length) + " bytes for a GET of " +

@@ -1,6 +1,7 @@
 // Send side: bounded rings of messages, written with scatter-gather sendmsg straight from where the bytes
 // live (user buffers, registered memory), partial writes resumed where they stopped.
 #include "core/error.h"
+#include "memtype/access_probe.h"
 #include "transport/tcp/tcp_internal.h"
 
 #include <cerrno>
@@ -186,16 +187,24 @@ gdx_status_t Conn::recheck_sources(const RkeyTable::Pin &pin) {
         uint8_t *ptr = nullptr;
         uint64_t from = reinterpret_cast<uintptr_t>(d.payload) + (d.sent > d.head_len ? d.sent - d.head_len : 0);
         uint64_t left = d.payload_len - (d.sent > d.head_len ? d.sent - d.head_len : 0);
-        if (table.check(pin, d.src_key, from, left, kAccessRemoteRead, &ptr, &why) == GDX_OK) continue;
+        gdx_status_t st = table.check(pin, d.src_key, from, left, kAccessRemoteRead, &ptr, &why);
+        if (st == GDX_OK && d.sent == 0 && left > 0 &&
+            mem::probe_host_range(ptr, left, true, false, "tcp") != GDX_OK) {
+            // Registered, but unmapped or protected since (it was probed at registration): a sendmsg from it
+            // would fail with EFAULT after the header promised the bytes, closing the connection. Refuse this
+            // GET alone while nothing of it is on the wire.
+            st = GDX_ERR_INVALID_ADDR;
+            why = last_error();
+        }
+        if (st == GDX_OK) continue;
         if (d.sent > 0) {
             close(GDX_ERR_ACCESS_DENIED,
                   "the registration a GET reply was streaming from was deregistered (" + why + ")");
             return GDX_ERR_ACCESS_DENIED;
         }
-        GDX_FAIL(GDX_ERR_ACCESS_DENIED, "tcp", "GET from %s refused: %s (deregistered before the reply was sent)",
-                 peer_name_.c_str(), why.c_str());
-        wire::encode_header({wire::MsgType::GetReply, GDX_ERR_ACCESS_DENIED, wire::load_le64(d.head + 8), 0, 0, 0},
-                            d.head);
+        fail(st, refusal_level(peer_name_, st, why), "tcp", "GET from %s refused: %s (%s before the reply was sent)",
+             peer_name_.c_str(), why.c_str(), st == GDX_ERR_INVALID_ADDR ? "made inaccessible" : "deregistered");
+        wire::encode_header({wire::MsgType::GetReply, st, wire::load_le64(d.head + 8), 0, 0, 0}, d.head);
         d.payload = nullptr;
         d.payload_len = 0;
         d.src_key = 0;

@@ -76,6 +76,15 @@ inline ssize_t recv_once(int fd, uint8_t *dst, size_t len, int *err) {
     }
 }
 
+// A request that failed at the peer or was refused here (bad key, range or rights; memory gone) is logged at WARN
+// once per peer, status and cause, and at debug after that: the request's own status carries it to the caller,
+// and a retry loop of the same bad request must not write a line per attempt (issue 16).
+inline log::Level refusal_level(const std::string &peer, gdx_status_t st, const std::string &why = {}) {
+    return log::first_time("tcp-refused:" + peer + ":" + std::to_string(static_cast<int>(st)) + ":" + why)
+               ? log::Level::Warn
+               : log::Level::Debug;
+}
+
 template <class T>
 class Ring {
   public:
@@ -222,7 +231,10 @@ class Conn : public std::enable_shared_from_this<Conn> {
     void wait_readable();
     void on_readable();
     // One recv into [dst, dst+len); >0 bytes read, 0 would block, <0 the connection was closed.
+    // >0 bytes read, 0 nothing to read, -1 closed, kRecvSwitched: a put's destination faulted and the
+    // connection moved to discarding its payload.
     ssize_t recv_some(uint8_t *dst, size_t len);
+    static constexpr ssize_t kRecvSwitched = -2;
     bool on_header();
     bool on_hello_body();
     bool on_payload_done();

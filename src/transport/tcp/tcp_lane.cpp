@@ -160,6 +160,10 @@ ssize_t Lane::recv_some(LaneWorker &w, uint8_t *dst, size_t len) {
     ssize_t n = recv_once(fd_, dst, len, &err);
     if (n > 0) last_activity_ = Clock::now();
     if (n >= 0) return n;
+    return recv_error(w, err);
+}
+
+ssize_t Lane::recv_error(LaneWorker &w, int err) {
     if (err != 0)
         fail(w, status_of_errno(err), std::string("recv: ") + std::strerror(err));
     else if (rx_ == Rx::Header && rx_got_ == 0)
@@ -173,6 +177,7 @@ void Lane::on_readable(LaneWorker &w) {
     size_t budget = kLaneReadBudget;
     while (!failed_ && rx_ != Rx::Held && budget > 0) {
         ssize_t n = 0;
+        int rerr = 0;
         const Rx was = rx_;
         switch (was) {
         case Rx::Header:
@@ -190,14 +195,27 @@ void Lane::on_readable(LaneWorker &w) {
             // Revoked since the header was checked? Check again with the table pinned for the recv.
             if (table.check(pin, rx_cur_.key_id, reinterpret_cast<uintptr_t>(rx_dst_), rx_left_, kAccessRemoteWrite,
                             &ptr, &why) != GDX_OK) {
-                GDX_FAIL(GDX_ERR_ACCESS_DENIED, "tcp",
-                         "stripe from %s (lane %u) stopped: %s (deregistered mid-transfer); the rest is discarded",
-                         peer_.c_str(), index, why.c_str());
+                ::gdx::fail(GDX_ERR_ACCESS_DENIED, refusal_level(peer_, GDX_ERR_ACCESS_DENIED, why), "tcp",
+                            "stripe from %s (lane %u) stopped: %s (deregistered mid-transfer); the rest is discarded",
+                            peer_.c_str(), index, why.c_str());
                 rx_ = Rx::Discard;
                 rx_status_ = GDX_ERR_ACCESS_DENIED;
                 continue;
             }
-            n = recv_some(w, rx_dst_, std::min<uint64_t>(rx_left_, budget));
+            n = recv_once(fd_, rx_dst_, std::min<uint64_t>(rx_left_, budget), &rerr);
+            if (n < 0 && rerr == EFAULT) {
+                // The destination was unmapped after registration (probed then): fail this stripe's put alone,
+                // as a revoked key does, instead of the lane and with it the endpoint.
+                ::gdx::fail(GDX_ERR_INVALID_ADDR, refusal_level(peer_, GDX_ERR_INVALID_ADDR), "tcp",
+                            "stripe from %s (lane %u) stopped: the registered destination "
+                            "is no longer writable (%s); the rest is discarded",
+                            peer_.c_str(), index, std::strerror(rerr));
+                rx_ = Rx::Discard;
+                rx_status_ = GDX_ERR_INVALID_ADDR;
+                continue;
+            }
+            if (n > 0) last_activity_ = Clock::now();
+            if (n < 0) n = recv_error(w, rerr);
             break;
         }
         case Rx::Discard: {
@@ -233,9 +251,10 @@ void Lane::on_header(LaneWorker &w) {
         }
         gdx_status_t st = static_cast<gdx_status_t>(h.status);
         if (st != GDX_OK)
-            GDX_FAIL(st, "tcp", "stripe of %" PRIu64 " bytes at 0x%" PRIx64 " (key 0x%016" PRIx64 ") failed at %s: %s",
-                     unacked_.front().len, unacked_.front().addr, unacked_.front().key_id, peer_.c_str(),
-                     gdx_status_string(st));
+            ::gdx::fail(st, refusal_level(peer_, st), "tcp",
+                        "stripe of %" PRIu64 " bytes at 0x%" PRIx64 " (key 0x%016" PRIx64 ") failed at %s: %s",
+                        unacked_.front().len, unacked_.front().addr, unacked_.front().key_id, peer_.c_str(),
+                        gdx_status_string(st));
         w.pool().post({LaneEvent::StripeDone, shared_from_this(), unacked_.front().tag, st});
         unacked_.pop_front();
         return;
@@ -282,8 +301,9 @@ void Lane::begin_put(LaneWorker &w) {
     }
     rx_left_ = rx_cur_.length;
     if (st != GDX_OK) {
-        GDX_FAIL(st, "tcp", "stripe of %" PRIu64 " bytes at 0x%" PRIx64 " from %s (lane %u) refused: %s", rx_cur_.length,
-                 rx_cur_.addr, peer_.c_str(), index, why.c_str());
+        ::gdx::fail(st, refusal_level(peer_, st, why), "tcp",
+                    "stripe of %" PRIu64 " bytes at 0x%" PRIx64 " from %s (lane %u) refused: %s", rx_cur_.length,
+                    rx_cur_.addr, peer_.c_str(), index, why.c_str());
         rx_ = Rx::Discard;
         rx_status_ = st;
     } else {

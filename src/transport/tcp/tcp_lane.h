@@ -109,6 +109,7 @@ class Lane : public std::enable_shared_from_this<Lane> {
     void update_watch(LaneWorker &w);
     bool busy() const;
     ssize_t recv_some(LaneWorker &w, uint8_t *dst, size_t len);
+    ssize_t recv_error(LaneWorker &w, int err); // recv_once failed with err (0: the peer closed): fails the lane
 
     int fd_;
     const uint32_t peer_max_; // stripes the peer may have unacknowledged (bounds our ack queue)

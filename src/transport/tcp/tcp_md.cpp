@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "transport/wire.h"
+#include "transport/reg_check.h"
 
 #include <cinttypes>
 
@@ -59,6 +60,7 @@ gdx_status_t TcpMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, un
                         access, static_cast<unsigned>(kAccessAll));
     if (reinterpret_cast<uintptr_t>(addr) > UINTPTR_MAX - len)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "mem_reg: range %p+%zu wraps around", addr, len);
+    if (gdx_status_t st = check_reg_access(addr, len, info, access, "tcp"); st != GDX_OK) return st;
     std::unique_ptr<TcpMemHandle> h;
     try {
         h = std::make_unique<TcpMemHandle>(addr, len, info, access, table_);

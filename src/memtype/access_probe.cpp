@@ -1,0 +1,225 @@
+// Kernel-checked access probes for host registrations (access_probe.h).
+//
+// Below 1 MiB: madvise(MADV_POPULATE_READ / MADV_POPULATE_WRITE) (Linux 5.14+), one system call over the range
+// that faults every page in as a read (or write) would: ENOMEM for a hole (unmapped, non-canonical), EFAULT on
+// older kernels and EINVAL on newer ones where the access lacks the right (PROT_NONE, read-only when writing) —
+// the check ibv_reg_mr's pinning makes, without touching the bytes (a process_vm_writev probe would have to write
+// them, racing the application's stores). Its cost is per page, and it faults in pages not yet present (a write
+// probe commits never-touched anonymous memory and breaks COW of private file mappings, as ibv_reg_mr does).
+// From 1 MiB, and to tell EINVAL's two meanings apart (no rights vs a VM_IO/VM_PFNMAP driver mapping it cannot
+// populate): PROCMAP_QUERY (Linux 6.11), an ioctl on /proc/self/maps that returns the VMA covering an address
+// and its rights — cost per mapping, nothing faulted in, no text parsing. Without it (older kernels) a range
+// populate cannot judge is checked for presence with mincore only (logged once at debug).
+//
+// Measured on the 2-core build machine, loaded by parallel builds (bench/access_probe_bench, populated
+// anonymous memory, median): 4 KiB 1.6 us, 64 KiB 2.6 us, 256 KiB 5.6 us (populate); 1 MiB to 1 GiB 7-8 us (VMA
+// query, flat in size). Populating never-touched memory below 1 MiB costs the page faults (24-79 us at 64 KiB-
+// 1 MiB). A guarded copy (guarded_copy) costs ~3 us more than memcpy per call: 3.2 vs 0.03 us at 64 B, 6.2 vs
+// 0.6 us at 64 KiB, 103 vs 23 us at 1 MiB.
+#include "memtype/access_probe.h"
+
+#include "core/error.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <algorithm>
+#include <cstring>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <vector>
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+namespace gdx::mem {
+
+namespace {
+
+// The top of the user address space: 57 bits with 5-level paging (x86-64 LA57; arm64 tops out at 52). Above it
+// an address is not canonical (or is the kernel's): refused by name before any system call.
+constexpr uintptr_t kUserTop = uintptr_t{1} << 57;
+
+size_t page_size() {
+    static const size_t ps = [] {
+        long v = sysconf(_SC_PAGESIZE);
+        return v > 0 ? static_cast<size_t>(v) : size_t{4096};
+    }();
+    return ps;
+}
+
+int populate(uintptr_t start, size_t len, int advice) {
+    for (;;) {
+        if (madvise(reinterpret_cast<void *>(start), len, advice) == 0) return 0;
+        if (errno != EINTR && errno != EAGAIN) return errno;
+    }
+}
+
+// Presence only, for mappings madvise cannot populate: mincore answers ENOMEM for any hole in the range.
+int present(uintptr_t start, size_t len) {
+    const size_t ps = page_size();
+    // mincore needs one byte per page: probe in 64 MiB windows to bound the vector.
+    std::vector<unsigned char> vec((std::min<size_t>(len, 64u << 20) + ps - 1) / ps);
+    for (size_t off = 0; off < len;) {
+        size_t n = std::min<size_t>(len - off, vec.size() * ps);
+        if (mincore(reinterpret_cast<void *>(start + off), n, vec.data()) != 0) return errno;
+        off += n;
+    }
+    return 0;
+}
+
+// PROCMAP_QUERY (Linux 6.11, uapi linux/fs.h; defined here because the build's headers may predate it): the
+// kernel answers, for one address, the VMA covering it and its rights — a cost per mapping, not per page.
+struct ProcmapQuery {
+    uint64_t size, query_flags, query_addr, vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+    uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+    uint64_t vma_name_addr, build_id_addr;
+};
+static_assert(sizeof(ProcmapQuery) == 104, "PROCMAP_QUERY's uapi layout");
+constexpr unsigned long kProcmapQuery = _IOWR('f', 17, ProcmapQuery);
+constexpr uint64_t kVmaReadable = 0x01, kVmaWritable = 0x02;
+
+enum class VmaVerdict { Ok, Hole, NoRead, NoWrite, Unsupported };
+
+// Walks the VMAs covering [a, a+len). Unsupported: the kernel has no PROCMAP_QUERY (ENOTTY/EINVAL) or /proc is
+// not mounted; the caller then populates instead.
+VmaVerdict query_vmas(uintptr_t a, size_t len, bool need_read, bool need_write, int *err) {
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        *err = errno;
+        return VmaVerdict::Unsupported;
+    }
+    VmaVerdict v = VmaVerdict::Ok;
+    for (uintptr_t cur = a, end = a + len; cur < end;) {
+        ProcmapQuery q{};
+        q.size = sizeof(q);
+        q.query_addr = cur;
+        if (ioctl(fd, kProcmapQuery, &q) != 0) {
+            *err = errno;
+            v = errno == ENOENT ? VmaVerdict::Hole : VmaVerdict::Unsupported;
+            break;
+        }
+        if (q.vma_start > cur || q.vma_end <= cur) { // not covering: a hole before the next mapping
+            v = VmaVerdict::Hole;
+            break;
+        }
+        // A write-only mapping cannot exist on x86 (PROT_WRITE implies read); readable is the access test.
+        if ((need_read || need_write) && (q.vma_flags & kVmaReadable) == 0) {
+            v = VmaVerdict::NoRead;
+            break;
+        }
+        if (need_write && (q.vma_flags & kVmaWritable) == 0) {
+            v = VmaVerdict::NoWrite;
+            break;
+        }
+        cur = q.vma_end;
+    }
+    if (close(fd) != 0 && v == VmaVerdict::Ok) GDX_DEBUG("memtype", "close(/proc/self/maps): %s", std::strerror(errno));
+    return v;
+}
+
+// From this size up the VMA query is cheaper than populating page by page (README.md "Registration checks").
+constexpr size_t kVmaQueryMin = size_t{1} << 20;
+
+} // namespace
+
+gdx_status_t probe_host_range(const void *addr, size_t len, bool need_read, bool need_write, const char *comp) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+    if (len == 0) return GDX_OK;
+    if (a >= kUserTop || len > kUserTop - a)
+        return fail(GDX_ERR_INVALID_ADDR, log::Level::Error, comp,
+                    "mem_reg(%p, %zu): not a user-space address (non-canonical or above the user address space)",
+                    addr, len);
+    if (!need_read && !need_write) return GDX_OK;
+    const size_t ps = page_size();
+    const uintptr_t start = a & ~(uintptr_t{ps} - 1);
+    const size_t span = ((a + len + ps - 1) & ~(uintptr_t{ps} - 1)) - start;
+    // Large ranges: the VMA query (cost per mapping); small ones: populate (cost per page, cheaper below 1 MiB).
+    int qerr = 0;
+    VmaVerdict v = VmaVerdict::Unsupported;
+    if (span >= kVmaQueryMin) v = query_vmas(start, span, need_read, need_write, &qerr);
+    if (v == VmaVerdict::Unsupported) {
+        int err = populate(start, span, need_write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+        if (err == 0) return GDX_OK;
+        switch (err) {
+        case ENOMEM: v = VmaVerdict::Hole; break;
+        case EFAULT: // kernels before 6.x: the access would fault; which right is missing, a read probe tells
+            v = need_write && populate(start, span, MADV_POPULATE_READ) == 0 ? VmaVerdict::NoWrite : VmaVerdict::NoRead;
+            break;
+        case EINVAL:
+            // Newer kernels answer EINVAL both for a mapping without the rights (PROT_NONE, read-only when writing)
+            // and for one they cannot populate (VM_IO/VM_PFNMAP driver memory): the VMA's flags tell them apart.
+            v = query_vmas(start, span, need_read, need_write, &qerr);
+            if (v == VmaVerdict::Unsupported) { // no PROCMAP_QUERY (before 6.11): presence is what can be checked
+                if (int e2 = present(start, span); e2 != 0) {
+                    v = VmaVerdict::Hole;
+                    break;
+                }
+                GDX_LOG_ONCE(log::Level::Debug, comp, "probe-einval",
+                             "mem_reg(%p, %zu): the kernel can neither populate this mapping nor report its rights "
+                             "(%s); checked for presence only",
+                             addr, len, std::strerror(qerr));
+                return GDX_OK;
+            }
+            break;
+        case EHWPOISON:
+            return fail(GDX_ERR_INVALID_ADDR, log::Level::Error, comp, "mem_reg(%p, %zu): the range has poisoned pages",
+                        addr, len);
+        default:
+            return fail_errno(GDX_ERR_INVALID_ADDR, err, comp, "mem_reg(%p, %zu): madvise(MADV_POPULATE_%s) refused it",
+                              addr, len, need_write ? "WRITE" : "READ");
+        }
+    }
+    switch (v) {
+    case VmaVerdict::Ok: return GDX_OK; // a driver mapping with the rights (populate refused VM_IO/VM_PFNMAP)
+    case VmaVerdict::Hole:
+        return fail(GDX_ERR_INVALID_ADDR, log::Level::Error, comp,
+                    "mem_reg(%p, %zu): the range is not (entirely) mapped in this process", addr, len);
+    case VmaVerdict::NoRead:
+        return fail(GDX_ERR_INVALID_ADDR, log::Level::Error, comp,
+                    "mem_reg(%p, %zu): the range is (partly) inaccessible (PROT_NONE)", addr, len);
+    case VmaVerdict::NoWrite:
+        return fail(GDX_ERR_INVALID_ADDR, log::Level::Error, comp,
+                    "mem_reg(%p, %zu): the range is (partly) read-only, but write access was asked for "
+                    "(GDX_ACCESS_LOCAL_WRITE or GDX_ACCESS_REMOTE_WRITE)",
+                    addr, len);
+    case VmaVerdict::Unsupported: break;
+    }
+    return fail(GDX_ERR_INTERNAL, log::Level::Error, comp, "mem_reg(%p, %zu): access probe: no verdict", addr, len);
+}
+
+gdx_status_t check_host_access(const void *addr, size_t len, const MemInfo &info, bool need_read, bool need_write,
+                               const char *comp) {
+    if (info.type == MemType::Unmapped)
+        return fail(GDX_ERR_INVALID_ADDR, log::Level::Error, comp,
+                    "mem_reg(%p, %zu): the memory-type layer found no mapping at this address", addr, len);
+    if (!is_host_type(info.type)) return GDX_OK; // GPU memory: validated by the driver in the memtype layer
+    return probe_host_range(addr, len, need_read, need_write, comp);
+}
+
+int guarded_copy(void *dst, const void *src, size_t len) {
+    const pid_t self = getpid(); // not cached: a forked child must read its own memory
+    auto *d = static_cast<char *>(dst);
+    auto *s = static_cast<const char *>(src);
+    while (len > 0) {
+        iovec local{d, len}, remote{const_cast<char *>(s), len};
+        ssize_t n = process_vm_readv(self, &local, 1, &remote, 1, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        if (n == 0) return EFAULT;
+        d += n;
+        s += n;
+        len -= static_cast<size_t>(n);
+    }
+    return 0;
+}
+
+} // namespace gdx::mem

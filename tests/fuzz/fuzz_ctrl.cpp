@@ -1,0 +1,41 @@
+// libFuzzer target: the staging engine's control messages (src/fallback/control_msg.*), which a peer controls
+// entirely. Whatever decode_ctrl accepts must satisfy what the handlers trust (counts, rkey and slot bounds, the
+// status range, no trailing bytes) and re-encode to the very same bytes; whatever it refuses must say why. A
+// violated invariant traps (reported as a crash).
+#include "fallback/control_msg.h"
+
+#include <cstring>
+#include <string>
+
+using namespace gdx::fb;
+
+namespace {
+
+void require(bool ok) {
+    if (!ok) __builtin_trap();
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    CtrlMsg m;
+    std::string why;
+    if (decode_ctrl({data, size}, &m, &why) != GDX_OK) {
+        require(!why.empty());
+        return 0;
+    }
+    require(static_cast<uint8_t>(m.type) >= 1 && static_cast<uint8_t>(m.type) <= kMaxCtrlType);
+    require(m.status == GDX_OK || (m.status < 0 && m.status >= GDX_ERR_INTERNAL));
+    require(m.slots.size() <= kMaxCtrlSlots);
+    require(m.rkey.size() <= kMaxCtrlRkey);
+    // Spans point inside the input.
+    if (!m.rkey.empty()) require(m.rkey.data() >= data && m.rkey.data() + m.rkey.size() <= data + size);
+    if (!m.data.empty()) require(m.data.data() >= data && m.data.data() + m.data.size() <= data + size);
+    if (m.type == CtrlType::Grant) require(m.slots.size() == m.count);
+    if (m.type == CtrlType::Return) require(m.slots.size() == m.count);
+    // Round trip: the encoder writes exactly what was accepted (reserved fields zero, nothing dropped).
+    std::vector<uint8_t> again;
+    encode_ctrl(m, &again);
+    require(again.size() == size && std::memcmp(again.data(), data, size) == 0);
+    return 0;
+}
