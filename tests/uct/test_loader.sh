@@ -12,6 +12,11 @@ ver=$(sed -n 's/^version=//p' "$manifest")
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/uct-loader.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
+# A sanitizer build of the loader needs its runtime first in the preload list (as tools/gdx-run arranges for
+# the module): the ASan runtime refuses to start behind other libraries.
+san=$(ldd "$loader" 2>/dev/null | awk '$1 ~ /^lib(asan|ubsan|tsan)\.so/ {print $3}' | paste -sd: -)
+loader="${san:+$san:}$loader"
+
 running=$(timeout 60 ucx_info -v | sed -n 's/^# \(Library version:\|Version\) \([0-9.]*\).*/\2/p' | head -1)
 IFS=. read -r major minor _ <<<"$running"
 if [ "$major" -gt 1 ] || [ "$minor" -ge 22 ]; then
