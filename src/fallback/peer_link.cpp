@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "fallback/bounce_pool.h"
+#include "transport/wire.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -64,8 +65,7 @@ gdx_status_t CreditWallet::on_grant(const CtrlMsg &m, tp::MemoryDomain &md, std:
             return bad("pool rkey refused by the transport", m.rkey.size());
         rkey_ = std::move(k);
         rkey_bytes_.assign(m.rkey.begin(), m.rkey.end());
-        mapped = nullptr; // another pool: map it anew
-        map_unavailable = false;
+        map_unavailable = false; // another pool: try mapping it anew
     }
     base_ = m.addr;
     slot_size_ = m.slot_size;
@@ -151,7 +151,6 @@ gdx_status_t PeerLink::landing_rkey(std::span<const uint8_t> bytes, tp::MemoryDo
         if (gdx_status_t st = md.rkey_unpack(bytes, &k); st != GDX_OK) return st;
         landing_rkey_ = std::move(k);
         landing_bytes_.assign(bytes.begin(), bytes.end());
-        landing_mapped = nullptr;
         landing_map_unavailable = false;
     }
     *out = landing_rkey_;
@@ -189,6 +188,15 @@ gdx_status_t PeerLink::map_pool(const tp::RemoteKey &rkey, mem::MemKind kind, in
                  m.length, mem::kind_name(kind));
     }
     *local = p;
+    return GDX_OK;
+}
+
+gdx_status_t PeerLink::mapped_range(const tp::RemoteKey &rkey, uint64_t addr, uint64_t len, mem::MemKind kind,
+                                    int device, uint8_t **local) {
+    if (!tp::wire::range_inside(addr, len, rkey.base(), rkey.length())) return GDX_ERR_PROTOCOL;
+    uint8_t *base = nullptr;
+    if (gdx_status_t st = map_pool(rkey, kind, device, &base); st != GDX_OK) return st;
+    *local = base + (addr - rkey.base());
     return GDX_OK;
 }
 

@@ -45,13 +45,10 @@ class CreditWallet {
     uint64_t slot_size() const { return slot_size_; }
     const tp::RemoteKey &rkey() const { return *rkey_; }
     unsigned waiting = 0; // fragments blocked on a credit of this pool (each counts itself in and out)
-    // The peer's pool mapped into this process (PeerLink::map_pool), so fragments are copied straight into its
-    // slots: where slot_addr(0) lies here once mapped; map_unavailable once the transport or the copy engine said
-    // no (then fragments are put into the slots through the transport, as without kCapPeerMap). Reset by a GRANT
-    // that carries another key.
-    uint8_t *mapped = nullptr;
+    // Set once the transport or the copy engine refused to map this peer pool here (PeerLink::mapped_range):
+    // fragments are then put into its slots through the transport, as without kCapPeerMap. Reset by a GRANT that
+    // carries another key.
     bool map_unavailable = false;
-    uint8_t *mapped_slot(uint16_t slot) const { return mapped + (slot_addr(slot) - rkey_->base()); }
 
   private:
     std::vector<uint16_t> idle_;
@@ -103,8 +100,7 @@ class PeerLink {
     // a stage-out still using the old key keeps it alive when the bytes change).
     gdx_status_t landing_rkey(std::span<const uint8_t> bytes, tp::MemoryDomain &md,
                               std::shared_ptr<const tp::RemoteKey> *out);
-    // The peer's landing pool mapped here (as CreditWallet::mapped, for the current landing key).
-    uint8_t *landing_mapped = nullptr;
+    // As CreditWallet::map_unavailable, for the current landing key.
     bool landing_map_unavailable = false;
 
     // Maps the peer pool `rkey` opens into this process (Endpoint::map_remote, kCapPeerMap) and registers the
@@ -113,6 +109,10 @@ class PeerLink {
     // caller puts through the transport instead); the endpoint's error once it failed. The registrations are
     // undone when the link goes, before its endpoint (and with it the mapping) does.
     gdx_status_t map_pool(const tp::RemoteKey &rkey, mem::MemKind kind, int device, uint8_t **local);
+    // Where the peer's [addr, addr+len) inside `rkey` lies here, through map_pool (same results). The range is
+    // checked against the key first (GDX_ERR_PROTOCOL): a write through the mapping is checked by no one else.
+    gdx_status_t mapped_range(const tp::RemoteKey &rkey, uint64_t addr, uint64_t len, mem::MemKind kind, int device,
+                              uint8_t **local);
 
     uint32_t users = 0; // requests and peer jobs that refer to this link; ep_close refuses while nonzero
 

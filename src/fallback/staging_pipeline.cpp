@@ -1,7 +1,6 @@
 #include "fallback/staging_pipeline.h"
 
 #include "core/error.h"
-#include "transport/wire.h"
 
 #include <algorithm>
 
@@ -414,8 +413,10 @@ bool StagingPipeline::step_map_peer(Frag &f) {
     Op &op = *f.op;
     CreditWallet &w = op.peer->wallet(op.remote->pool_id());
     const mem::MemInfo &li = op.local->info();
-    uint8_t *base = nullptr;
-    gdx_status_t st = w.map_unavailable ? GDX_ERR_UNSUPPORTED : op.peer->map_pool(w.rkey(), li.kind, li.device, &base);
+    uint8_t *dst = nullptr;
+    gdx_status_t st = w.map_unavailable ? GDX_ERR_UNSUPPORTED
+                                        : op.peer->mapped_range(w.rkey(), w.slot_addr(static_cast<uint16_t>(f.rslot)),
+                                                                f.len, li.kind, li.device, &dst);
     if (st == GDX_INPROGRESS) return false;
     if (st == GDX_ERR_UNSUPPORTED) {
         w.map_unavailable = true;
@@ -428,20 +429,13 @@ bool StagingPipeline::step_map_peer(Frag &f) {
         }
         return true;
     }
+    if (st == GDX_ERR_PROTOCOL) core_.protocol_error("GRANT", "a granted slot lies outside the pool's key");
     if (st != GDX_OK) {
         fail(f, st);
         return true;
     }
-    // The slot was checked against the GRANT's layout; the layout is checked here against the key, because a
-    // write through the mapping is not checked by anyone else.
-    uint64_t slot = w.slot_addr(static_cast<uint16_t>(f.rslot));
-    if (!tp::wire::range_inside(slot, f.len, w.rkey().base(), w.rkey().length())) {
-        core_.protocol_error("GRANT", "a granted slot lies outside the pool's key");
-        fail(f, GDX_ERR_PROTOCOL);
-        return true;
-    }
-    st = core_.copy_async(base + (slot - w.rkey().base()), op.local->ptr(op.loff + f.off), f.len, li.kind, li.device,
-                          mem::CopyDir::ToHost, &f.copy);
+    st = core_.copy_async(dst, op.local->ptr(op.loff + f.off), f.len, li.kind, li.device, mem::CopyDir::ToHost,
+                          &f.copy);
     f.copy_pending = st == GDX_INPROGRESS;
     if (st != GDX_OK && st != GDX_INPROGRESS) {
         fail(f, st);

@@ -1,7 +1,6 @@
 #include "fallback/staging_target.h"
 
 #include "core/error.h"
-#include "transport/wire.h"
 
 #include <cstdio>
 
@@ -151,21 +150,17 @@ bool StagingTarget::stage_out_mapped(StageOutJob &j) {
     PeerLink &peer = *j.peer;
     if ((core_.iface.caps().flags & tp::kCapPeerMap) == 0 || peer.landing_map_unavailable) return false;
     const mem::MemInfo &ri = j.region->info();
-    uint8_t *base = nullptr;
-    gdx_status_t st = peer.map_pool(*j.landing_rkey, ri.kind, ri.device, &base);
+    uint8_t *dst = nullptr;
+    gdx_status_t st = peer.mapped_range(*j.landing_rkey, j.landing, j.length, ri.kind, ri.device, &dst);
     if (st == GDX_INPROGRESS) return true; // asked; the job stays in NeedSlot until the answer
     if (st == GDX_ERR_UNSUPPORTED) {
         peer.landing_map_unavailable = true;
         return false;
     }
-    // Nobody else checks a write through the mapping: the landing range must lie in the key the peer sent.
-    if (st == GDX_OK && !tp::wire::range_inside(j.landing, j.length, j.landing_rkey->base(), j.landing_rkey->length())) {
-        core_.protocol_error("GET_REQ", "the landing range lies outside the landing pool's key");
-        st = GDX_ERR_PROTOCOL;
-    }
+    if (st == GDX_ERR_PROTOCOL) core_.protocol_error("GET_REQ", "the landing range lies outside the landing pool's key");
     if (st == GDX_OK)
-        st = core_.copy_async(base + (j.landing - j.landing_rkey->base()), j.region->ptr(j.offset), j.length,
-                              ri.kind, ri.device, mem::CopyDir::ToHost, &j.copy, /*peer_named=*/true);
+        st = core_.copy_async(dst, j.region->ptr(j.offset), j.length, ri.kind, ri.device, mem::CopyDir::ToHost,
+                              &j.copy, /*peer_named=*/true);
     j.copy_pending = st == GDX_INPROGRESS;
     if (st != GDX_OK && st != GDX_INPROGRESS) j.status = st;
     j.via_map = true;
