@@ -5,8 +5,11 @@
 #      short queue, which drops and delays instead): put/get of many sizes and active messages, every byte
 #      checked, nothing hangs; again with two tcp lanes on both sides (large puts striped over three
 #      connections);
-#   2. a link cut in the middle of 64 MiB puts (netem loss 100%, else the peer's side set down): the
-#      outstanding operations fail with an error (GDX_PEER_TIMEOUT=2s), the initiator never hangs.
+#   2. a link cut in the middle of 16 MiB puts (netem loss 100%, else the peer's side set down): the
+#      outstanding operations fail with an error (GDX_PEER_TIMEOUT=8s), the initiator never hangs.
+#      Why 8 s and not less: in the soft-RoCE guest (qemu TCG, 2 vCPUs) a lossy link can leave the socket with
+#      no ACK for over 2 s (retransmission backoff on an emulated, loaded CPU), and a 2 s bound then declared
+#      the live peer dead before the cut: a failure of the test's choice, not of the product.
 #
 #   tests/transport/netns/tcp_netns_test.sh <gdx_tcp_peer>
 # Exit 0 passed, 1 failed, 77 skipped (not root, or no network namespaces / veth here; the reason is printed).
@@ -49,8 +52,8 @@ if ip netns exec "$nsA" tc qdisc add dev "$vA" root netem delay 5ms 2ms loss 1% 
     have_netem=yes
     echo "link: netem delay 5ms +-2ms, 1% loss, each direction"
 else
-    # The soft-RoCE guest's Debian kernel has netem: there (GDX_NETNS_REQUIRE_NETEM=1) its absence is a failure.
-    [ "${GDX_NETNS_REQUIRE_NETEM:-0}" = 1 ] && fail "netem required (GDX_NETNS_REQUIRE_NETEM=1) but not available"
+    # The soft-RoCE guest's Debian kernel has netem: there (NETNS_REQUIRE_NETEM=1) its absence is a failure.
+    [ "${NETNS_REQUIRE_NETEM:-0}" = 1 ] && fail "netem required (NETNS_REQUIRE_NETEM=1) but not available"
     for side in "$nsA $vA" "$nsB $vB"; do
         set -- $side
         ip netns exec "$1" tc qdisc add dev "$2" root tbf rate 200mbit burst 32kb limit 48kb ||
@@ -90,10 +93,10 @@ for _ in $(seq 100); do kill -0 "${pids[-1]}" 2>/dev/null || break; sleep 0.1; d
 wait "${pids[-1]}" || { cat "$tmp/target.out"; fail "target exited with an error"; }
 unset GDX_TCP_LANES
 
-echo "== 2. link cut during 64 MiB puts (GDX_PEER_TIMEOUT=2s)"
-start_target 64M
-ip netns exec "$nsA" env GDX_TCP_ADDR=$ipA GDX_PEER_TIMEOUT=2s timeout 120 "$peer" cut --listen \
-    --bootstrap "$ipA:$port" --bytes 64M --max-seconds 60 >"$tmp/cut.out" 2>&1 &
+echo "== 2. link cut during 16 MiB puts (GDX_PEER_TIMEOUT=8s)"
+start_target 16M
+ip netns exec "$nsA" env GDX_TCP_ADDR=$ipA GDX_PEER_TIMEOUT=8s timeout 120 "$peer" cut --listen \
+    --bootstrap "$ipA:$port" --bytes 16M --max-seconds 60 >"$tmp/cut.out" 2>&1 &
 cut_pid=$!
 pids+=($cut_pid)
 for _ in $(seq 600); do grep -q TRANSFERRING "$tmp/cut.out" && break; sleep 0.1; done
