@@ -300,6 +300,47 @@ TEST(ShmLocal, LoopbackInOneProcess) {
     EXPECT_EQ(a->state(), GDX_ERR_CONNECTION_RESET);
 }
 
+// A flush while a request is parked must not complete before it (UCT's contract, which UCP's flush relies on:
+// found as a lost MPI_Put under UCX 1.18, parked while gdx_shm connected and "flushed" at once).
+TEST(ShmLocal, FlushWaitsForParkedRequests) {
+    Opened tp;
+    ASSERT_EQ(open_transport("shm", "memory", {}, &tp), GDX_OK);
+    std::unique_ptr<tp::Endpoint> a, b;
+    ASSERT_EQ(tp.iface->ep_create(&a), GDX_OK);
+    ASSERT_EQ(tp.iface->ep_create(&b), GDX_OK);
+    int delivered = 0;
+    tp.iface->set_am_handler(3, [](void *arg, tp::Endpoint *, const void *, size_t) { ++*static_cast<int *>(arg); },
+                             &delivered);
+    EXPECT_EQ(a->connect(b->address()), GDX_INPROGRESS);
+    EXPECT_EQ(b->connect(a->address()), GDX_INPROGRESS);
+    // Not connected yet: the message is refused, so it is parked.
+    struct Req : tp::PendingRequest {
+        tp::Endpoint *ep = nullptr;
+        int runs = 0;
+    } req;
+    req.ep = a.get();
+    req.func = [](tp::PendingRequest *self) {
+        auto *r = static_cast<Req *>(self);
+        ++r->runs;
+        uint64_t v = 42;
+        return r->ep->am_short(3, &v, sizeof(v));
+    };
+    ASSERT_EQ(a->am_short(3, &req, 8), GDX_ERR_NO_RESOURCE);
+    ASSERT_EQ(a->pending_add(&req), GDX_OK);
+    tp::Completion early;
+    early.count = 1;
+    EXPECT_EQ(a->flush(&early), GDX_ERR_NO_RESOURCE) << "a flush may not overtake a parked request";
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return delivered == 1; }, std::chrono::milliseconds(10000)));
+    EXPECT_EQ(req.runs, 1);
+    tp::Completion late;
+    late.count = 1;
+    gdx_status_t st = a->flush(&late);
+    EXPECT_TRUE(st == GDX_OK || st == GDX_INPROGRESS) << gdx_status_string(st);
+    if (st == GDX_INPROGRESS) {
+        EXPECT_TRUE(progress_until(*tp.iface, [&] { return late.count == 0; }, std::chrono::milliseconds(10000)));
+    }
+}
+
 // map_remote (kCapPeerMap): a peer maps a shared segment it holds a read+write key to, and nothing else.
 TEST(ShmLocal, PeerMapsSharedSegmentsOnly) {
     Opened owner, user; // two interfaces: the mapping must work across memory domains, as between processes

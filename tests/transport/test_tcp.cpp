@@ -218,6 +218,36 @@ TEST_F(TcpPairTest, BackPressureIsExplicitAndPendingRequestsRun) {
     EXPECT_EQ(ea->pending_add(nullptr), GDX_ERR_INVALID_PARAM);
 }
 
+// A flush while a request is parked must not complete before it (transport/pending_queue.h).
+TEST_F(TcpPairTest, FlushWaitsForParkedRequests) {
+    open_and_connect({{"GDX_TCP_TX_DEPTH", "1"}});
+    Region tgt;
+    ASSERT_NO_FATAL_FAILURE(make_region(*b, *a, 1u << 16, tp::kAccessRemoteWrite, &tgt));
+    std::vector<uint8_t> src(4096, 9);
+    Waiter w(1);
+    ASSERT_EQ(ea->put(src.data(), 1024, nullptr, tgt.addr(), *tgt.rkey, &w), GDX_INPROGRESS);
+    ASSERT_EQ(ea->put(src.data(), 1024, nullptr, tgt.addr() + 4096, *tgt.rkey, &w), GDX_ERR_NO_RESOURCE);
+    struct Req : tp::PendingRequest {
+        tp::Endpoint *ep;
+        Region *tgt;
+        uint8_t *src;
+        Waiter done{1};
+    } req;
+    req.ep = ea.get();
+    req.tgt = &tgt;
+    req.src = src.data();
+    req.func = [](tp::PendingRequest *self) {
+        auto *r = static_cast<Req *>(self);
+        gdx_status_t st = r->ep->put(r->src, 2048, nullptr, r->tgt->addr() + 8192, *r->tgt->rkey, &r->done);
+        return st == GDX_INPROGRESS ? GDX_OK : st;
+    };
+    ASSERT_EQ(ea->pending_add(&req), GDX_OK);
+    Waiter early(1);
+    EXPECT_EQ(ea->flush(&early), GDX_ERR_NO_RESOURCE) << "a flush may not overtake a parked request";
+    ASSERT_TRUE(wait([&] { return w.done() && req.done.done(); }));
+    EXPECT_EQ(tgt.mem[8192 + 2047], 9);
+}
+
 TEST_F(TcpPairTest, SixtyFourEndpointsInOneProcess) {
     open();
     constexpr int kEps = 64;

@@ -276,6 +276,7 @@ void CudaIpcEp::drain() {
 gdx_status_t CudaIpcEp::flush(Completion *comp) {
     gdx_status_t st = ch_.status();
     if (st != GDX_OK && st != GDX_INPROGRESS) return st;
+    if (pending_.flush_blocked()) return GDX_ERR_NO_RESOURCE; // pending_queue.h: parked requests go first
     if (active_ == 0 && deferred_.empty()) return GDX_OK;
     if (comp) flushes_.push_back({next_seq_, comp});
     return GDX_INPROGRESS;
@@ -287,15 +288,7 @@ gdx_status_t CudaIpcEp::fence() {
 }
 
 gdx_status_t CudaIpcEp::pending_add(PendingRequest *req) {
-    if (req == nullptr || req->func == nullptr)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "pending_add: null request or function");
-    if (pending_head_ == nullptr && ch_.up() && !free_ops_.empty() && ch_.can_push(ch_.max_record()))
-        return GDX_ERR_BUSY;
-    req->next = nullptr;
-    if (pending_tail_) pending_tail_->next = req;
-    else pending_head_ = req;
-    pending_tail_ = req;
-    return GDX_OK;
+    return pending_.add(req, ch_.up() && !free_ops_.empty() && ch_.can_push(ch_.max_record()), kComp);
 }
 
 void CudaIpcEp::queue_revoke(uint64_t buffer_id, uint64_t epoch) {
@@ -368,13 +361,7 @@ void CudaIpcEp::on_failed(gdx_status_t status) {
         if (f.second) f.second->complete(status);
     flushes_.clear();
     if (ch_.peer().iface_nonce != 0) iface_->cache().exporter_gone(ch_.peer().iface_nonce);
-    PendingRequest *req = pending_head_;
-    pending_head_ = pending_tail_ = nullptr;
-    while (req != nullptr) {
-        PendingRequest *next = req->next;
-        req->func(req);
-        req = next;
-    }
+    pending_.fail_all(); // they see the error from the operation they retry
 }
 
 unsigned CudaIpcEp::progress() {
@@ -382,22 +369,11 @@ unsigned CudaIpcEp::progress() {
     unsigned n = ch_.poll(64);
     if (!ch_.up()) return n;
     drain();
-    while (pending_head_ != nullptr && !free_ops_.empty() && ch_.can_push(ch_.max_record())) {
-        PendingRequest *req = pending_head_;
-        pending_head_ = req->next;
-        if (pending_head_ == nullptr) pending_tail_ = nullptr;
-        if (req->func(req) == GDX_ERR_NO_RESOURCE) {
-            req->next = pending_head_;
-            pending_head_ = req;
-            if (pending_tail_ == nullptr) pending_tail_ = req;
-            break;
-        }
-        ++n;
-    }
+    n += pending_.dispatch([this] { return !free_ops_.empty() && ch_.can_push(ch_.max_record()); });
     return n;
 }
 
-bool CudaIpcEp::has_work() const { return !deferred_.empty() || !revokes_.empty() || pending_head_ != nullptr; }
+bool CudaIpcEp::has_work() const { return !deferred_.empty() || !revokes_.empty() || !pending_.empty(); }
 
 } // namespace gdx::tp::cuda_ipc
 #endif

@@ -4,6 +4,7 @@
 #if GDX_HAVE_CUDA_H
 #include "transport/cuda_ipc/ipc_cache.h"
 #include "transport/cuda_ipc/ipc_iface.h"
+#include "transport/pending_queue.h"
 #include "transport/shm/hub.h"
 
 #include <cuda.h>
@@ -99,7 +100,7 @@ class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
     std::deque<DeferredAm> deferred_;
     size_t deferred_bytes_ = 0;
     std::deque<RevokeBody> revokes_;
-    PendingRequest *pending_head_ = nullptr, *pending_tail_ = nullptr;
+    PendingQueue pending_;
 };
 
 class CudaIpcIface final : public Interface {

@@ -255,7 +255,7 @@ gdx_status_t RcEndpoint::connect(std::span<const uint8_t> ra) {
     connected_ = true;
     GDX_DEBUG(kComp, "%s: QP %u connected to QP %u (path MTU %d, peer credits %u)", port, qp_->qp_num, qpn,
               128 << a.path_mtu, rx);
-    if (pend_head_ != nullptr) I.mark_busy(this);
+    if (!pending_.empty()) I.mark_busy(this);
     return GDX_OK;
 }
 
@@ -284,7 +284,7 @@ void RcEndpoint::fail(gdx_status_t st, const char *fmt, ...) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_ERR;
     ibv_modify_qp(qp_, &a, IBV_QP_STATE);
-    if (pend_head_ != nullptr) iface_->mark_busy(this);
+    if (!pending_.empty()) iface_->mark_busy(this);
 }
 
 // ---- resources --------------------------------------------------------------------------------------------
@@ -303,7 +303,7 @@ bool RcEndpoint::busy() const {
     // Credits come back by RDMA WRITE, which raises no completion here: a request parked for credits must be
     // polled for (arm_wakeup says BUSY), while one parked for send slots or buffers waits for a completion.
     bool credit_bound = connected_ && error_ == GDX_OK && credits() <= 0;
-    return (credit_owed_ && sq_free_ > 0) || (pend_head_ != nullptr && (has_resources() || credit_bound));
+    return (credit_owed_ && sq_free_ > 0) || (!pending_.empty() && (has_resources() || credit_bound));
 }
 
 gdx_status_t RcEndpoint::repost(unsigned idx) {
@@ -386,31 +386,12 @@ void RcEndpoint::announce_credits(bool force) {
     }
 }
 
-void RcEndpoint::dispatch_pending() {
-    while (pend_head_ != nullptr && has_resources()) {
-        PendingRequest *r = pend_head_;
-        pend_head_ = r->next;
-        if (pend_head_ == nullptr) pend_tail_ = nullptr;
-        r->next = nullptr;
-        if (r->func(r) == GDX_ERR_NO_RESOURCE) { // still blocked: back to the head, keep the order
-            r->next = pend_head_;
-            pend_head_ = r;
-            if (pend_tail_ == nullptr) pend_tail_ = r;
-            break;
-        }
-    }
-}
+void RcEndpoint::dispatch_pending() { pending_.dispatch([this] { return has_resources(); }); }
 
 gdx_status_t RcEndpoint::pending_add(PendingRequest *req) {
-    if (req == nullptr || req->func == nullptr)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "pending_add: null request or function");
-    if (has_resources()) return GDX_ERR_BUSY;
-    req->next = nullptr;
-    if (pend_tail_) pend_tail_->next = req;
-    else pend_head_ = req;
-    pend_tail_ = req;
-    iface_->mark_busy(this); // progress() looks at it from now on
-    return GDX_OK;
+    gdx_status_t st = pending_.add(req, has_resources(), kComp);
+    if (st == GDX_OK) iface_->mark_busy(this); // progress() looks at it from now on
+    return st;
 }
 
 // ---- completions ------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 // See iface.h for the protocol.
 #pragma once
 
+#include "transport/pending_queue.h"
 #include "transport/rc/iface.h"
 
 namespace gdx::tp::rc {
@@ -100,7 +101,7 @@ class RcEndpoint final : public Endpoint {
     uint64_t posted_seq_ = 0, completed_seq_ = 0, next_slot_ = 0;
     uint64_t am_sent_ = 0;
     std::deque<std::pair<uint64_t, Completion *>> flushes_;
-    PendingRequest *pend_head_ = nullptr, *pend_tail_ = nullptr;
+    PendingQueue pending_;
 
     // receive side
     char *rx_slab_ = nullptr;

@@ -223,7 +223,7 @@ unsigned RcInterface::progress() {
             // must not destroy endpoints of this interface from within progress()).
             if (ep->credit_owed_) ep->announce_credits(true);
             ep->dispatch_pending();
-            if (ep->pend_head_ != nullptr || ep->credit_owed_) mark_busy(ep);
+            if (!ep->pending_.empty() || ep->credit_owed_) mark_busy(ep);
         }
     }
     return events;

@@ -232,6 +232,7 @@ gdx_status_t ShmEp::am_bcopy(uint8_t id, const void *data, size_t len) {
 gdx_status_t ShmEp::flush(Completion *comp) {
     gdx_status_t st = ch_.status();
     if (st != GDX_OK && st != GDX_INPROGRESS) return st;
+    if (pending_.flush_blocked()) return GDX_ERR_NO_RESOURCE; // pending_queue.h: parked requests go first
     if (active_ == 0) return GDX_OK;
     if (comp != nullptr) flushes_.push_back({next_seq_, comp});
     return GDX_INPROGRESS;
@@ -246,16 +247,7 @@ bool ShmEp::resources_free() {
     return ch_.up() && !free_ops_.empty() && sendq_.empty() && ch_.can_push(ch_.max_record());
 }
 
-gdx_status_t ShmEp::pending_add(PendingRequest *req) {
-    if (req == nullptr || req->func == nullptr)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "pending_add: null request or function");
-    if (pending_head_ == nullptr && resources_free()) return GDX_ERR_BUSY;
-    req->next = nullptr;
-    if (pending_tail_) pending_tail_->next = req;
-    else pending_head_ = req;
-    pending_tail_ = req;
-    return GDX_OK;
-}
+gdx_status_t ShmEp::pending_add(PendingRequest *req) { return pending_.add(req, resources_free(), kComp); }
 
 // ---- target side ----------------------------------------------------------------------------------------
 
@@ -518,14 +510,7 @@ void ShmEp::on_failed(gdx_status_t status) {
         if (f.second) f.second->complete(status);
     flushes_.clear();
     fail_peer_maps(status);
-    // Parked requests run once so they see the error from the operation they retry; then they are dropped.
-    PendingRequest *req = pending_head_;
-    pending_head_ = pending_tail_ = nullptr;
-    while (req != nullptr) {
-        PendingRequest *next = req->next;
-        req->func(req);
-        req = next;
-    }
+    pending_.fail_all(); // they see the error from the operation they retry
 }
 
 // ---- progress -------------------------------------------------------------------------------------------
@@ -541,18 +526,7 @@ unsigned ShmEp::progress() {
         sendq_.pop_front();
         ++n;
     }
-    while (pending_head_ != nullptr && resources_free()) {
-        PendingRequest *req = pending_head_;
-        pending_head_ = req->next;
-        if (pending_head_ == nullptr) pending_tail_ = nullptr;
-        if (req->func(req) == GDX_ERR_NO_RESOURCE) {
-            req->next = pending_head_; // back at the head: order is kept
-            pending_head_ = req;
-            if (pending_tail_ == nullptr) pending_tail_ = req;
-            break;
-        }
-        ++n;
-    }
+    n += pending_.dispatch([this] { return resources_free(); });
     if (active_ + maps_pending_ > 0) {
         int64_t now = Hub::now_ns();
         int64_t quiet = now - std::max(ch_.last_rx_ns(), busy_since_ns_);
@@ -569,7 +543,7 @@ unsigned ShmEp::progress() {
 bool ShmEp::has_work() {
     if (!ch_.up()) return false;
     auto *mine = reinterpret_cast<ShmExtra *>(ch_.local_extra());
-    return !replies_.empty() || !gets_.empty() || !sendq_.empty() || (pending_head_ != nullptr && resources_free()) ||
+    return !replies_.empty() || !gets_.empty() || !sendq_.empty() || (!pending_.empty() && resources_free()) ||
            mine->grant.seq.load(std::memory_order_acquire) != serviced_grant_ || grant_outstanding();
 }
 

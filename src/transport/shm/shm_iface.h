@@ -3,6 +3,7 @@
 // (README.md explains the protocol and why); a copy through the ring where CMA is refused.
 #pragma once
 
+#include "transport/pending_queue.h"
 #include "transport/rkey_table.h"
 #include "transport/shm/hub.h"
 #include "transport/shm/shm_proto.h"
@@ -191,7 +192,7 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     std::deque<GetStream> gets_;
     std::vector<uint8_t> get_scratch_; // a get's source read by a guarded copy before it enters the ring
     std::unordered_map<uint64_t, gdx_status_t> put_errors_; // ring-copy puts that failed part-way (target side)
-    PendingRequest *pending_head_ = nullptr, *pending_tail_ = nullptr;
+    PendingQueue pending_;
     uint64_t grant_seq_ = 0, serviced_grant_ = 0, grant_key_ = 0;
     int64_t busy_since_ns_ = 0; // when the outstanding count last rose from 0 (peer-timeout reference)
     struct PeerMap {                 // the peer's shared memory mapped here, by the peer's key id

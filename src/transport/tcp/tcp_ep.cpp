@@ -16,7 +16,7 @@ TcpEndpoint::~TcpEndpoint() {
         conn_.reset();
     }
     forget_lanes();
-    if (pending_head_ != nullptr)
+    if (!pending_.empty())
         GDX_DEBUG("tcp", "endpoint 0x%016" PRIx64 " destroyed with parked requests; they are dropped", id_);
     iface_->ep_destroyed(this);
     // Outstanding operations were completed with GDX_ERR_CANCELED: report them now, while their Completion
@@ -110,7 +110,7 @@ gdx_status_t TcpEndpoint::state() const {
 void TcpEndpoint::on_up() {
     connect_deadline_ = Clock::time_point::max();
     lanes_.resize(conn_ ? conn_->lanes_agreed() : 0); // opened on the first large put (want_lanes)
-    if (pending_head_ != nullptr) iface_->pending_changed(true);
+    if (!pending_.empty()) iface_->pending_changed(true);
 }
 
 void TcpEndpoint::on_closed(gdx_status_t st) {
@@ -118,11 +118,11 @@ void TcpEndpoint::on_closed(gdx_status_t st) {
     connect_deadline_ = Clock::time_point::max();
     close_lanes(st);
     // Parked requests run once more so their owners learn the error from the calls they make.
-    if (pending_head_ != nullptr && iface_ != nullptr) iface_->pending_changed(true);
+    if (!pending_.empty() && iface_ != nullptr) iface_->pending_changed(true);
 }
 
 void TcpEndpoint::room_freed() {
-    if (pending_head_ != nullptr && iface_ != nullptr) iface_->pending_changed(true);
+    if (!pending_.empty() && iface_ != nullptr) iface_->pending_changed(true);
 }
 
 gdx_status_t TcpEndpoint::ready_for_op(const char *what) {
@@ -244,6 +244,7 @@ gdx_status_t TcpEndpoint::flush(Completion *comp) {
     if (error_ != GDX_OK) return ready_for_op("flush");
     if (!conn_) return GDX_OK; // nothing was ever issued: operations need a connection
     if (conn_->state() != Conn::State::Up) return GDX_ERR_NO_RESOURCE;
+    if (pending_.flush_blocked()) return GDX_ERR_NO_RESOURCE; // pending_queue.h: parked requests go first
     if (!striped_.empty() && striped_free_.size() != striped_.size()) return flush_with_stripes(comp);
     bool done_now = false;
     gdx_status_t st = conn_->post_flush(comp, &done_now);
@@ -263,43 +264,16 @@ gdx_status_t TcpEndpoint::fence() {
 }
 
 gdx_status_t TcpEndpoint::pending_add(PendingRequest *req) {
-    if (req == nullptr || req->func == nullptr)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "pending_add: null request or request without func");
-    if (iface_ == nullptr || error_ != GDX_OK) return ready_for_op("pending_add");
-    if (pending_head_ == nullptr && room_for_request()) return GDX_ERR_BUSY; // retry yourself
-    req->next = nullptr;
-    if (pending_tail_ != nullptr)
-        pending_tail_->next = req;
-    else
-        pending_head_ = req;
-    pending_tail_ = req;
-    return GDX_OK;
+    if (req != nullptr && req->func != nullptr && (iface_ == nullptr || error_ != GDX_OK))
+        return ready_for_op("pending_add");
+    return pending_.add(req, room_for_request(), "tcp");
 }
 
-bool TcpEndpoint::pending_runnable() const {
-    return pending_head_ != nullptr && (error_ != GDX_OK || room_for_request());
-}
+bool TcpEndpoint::pending_runnable() const { return !pending_.empty() && (error_ != GDX_OK || room_for_request()); }
 
+// A parked request also runs once the endpoint failed, so it learns the error from the operation it retries.
 unsigned TcpEndpoint::dispatch_pending() {
-    if (dispatching_) return 0; // a request's func ended up here again
-    dispatching_ = true;
-    unsigned n = 0;
-    while (pending_runnable()) {
-        PendingRequest *req = pending_head_;
-        pending_head_ = req->next;
-        if (pending_head_ == nullptr) pending_tail_ = nullptr;
-        req->next = nullptr;
-        gdx_status_t st = req->func(req);
-        ++n;
-        if (st == GDX_ERR_NO_RESOURCE) { // keep it first in line
-            req->next = pending_head_;
-            pending_head_ = req;
-            if (pending_tail_ == nullptr) pending_tail_ = req;
-            break;
-        }
-    }
-    dispatching_ = false;
-    return n;
+    return pending_.dispatch([this] { return error_ != GDX_OK || room_for_request(); });
 }
 
 } // namespace gdx::tp::tcp

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "core/config.h"
+#include "transport/pending_queue.h"
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/tcp_address.h"
 #include "transport/tcp/tcp_lane.h"
@@ -397,8 +398,7 @@ class TcpEndpoint final : public Endpoint {
     gdx_status_t error_ = GDX_OK; // sticky once the connection failed
     Clock::time_point connect_deadline_ = Clock::time_point::max();
     std::shared_ptr<Conn> conn_;
-    PendingRequest *pending_head_ = nullptr, *pending_tail_ = nullptr;
-    bool dispatching_ = false;
+    PendingQueue pending_;
     bool dialer_ = false; // this side dialed the main connection (and dials the lanes)
 
     std::shared_ptr<LaneShared> lane_shared_ = std::make_shared<LaneShared>();

@@ -53,7 +53,10 @@ gdx_status_t pending_trampoline(tp::PendingRequest *self) {
     auto *node = reinterpret_cast<GdxUctPending *>(self); // p is the first member
     // Off the list before UCP's callback runs: it may add requests to (or purge) this endpoint.
     pending_unlink(node);
+    gdx_uct_ep *ep = node->ep;
+    ++ep->dispatching;
     gdx_status_t st = node->req != nullptr ? gdx_uct_glue_dispatch(node->req) : GDX_OK;
+    --ep->dispatching;
     if (st == GDX_ERR_NO_RESOURCE) { // gdx keeps it queued and stops dispatching for now
         pending_link(node);
         return st;
@@ -192,11 +195,15 @@ extern "C" unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface) { return ifac
 extern "C" int gdx_uct_iface_wakeup_fd(gdx_uct_iface_t *iface) { return iface->itf->wakeup_fd(); }
 extern "C" gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface) { return iface->itf->arm_wakeup(); }
 
+// An interface flush never answers NO_RESOURCE (UCP takes that for a failure here): an endpoint with requests
+// still parked (its flush says NO_RESOURCE, transport/pending_queue.h) is not flushed yet when polled, and is
+// passed over with a completion object, as UCX's own transports pass parked requests over.
 extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_comp) {
     if (uct_comp == nullptr) {
         gdx_status_t result = GDX_OK;
         for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
             gdx_status_t st = gdx_uct_ep_flush(ep, nullptr);
+            if (st == GDX_ERR_NO_RESOURCE) st = GDX_INPROGRESS;
             if (st != GDX_OK && result == GDX_OK) result = st;
         }
         return result;
@@ -208,6 +215,7 @@ extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_co
     for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
         ++agg->c.count;
         gdx_status_t st = ep->ep->flush(&agg->c);
+        if (st == GDX_ERR_NO_RESOURCE) st = GDX_OK; // parked, not issued: see above
         if (st != GDX_INPROGRESS) {
             --agg->c.count;
             if (st != GDX_OK && agg->c.status == GDX_OK) agg->c.status = st;
@@ -333,6 +341,10 @@ extern "C" gdx_status_t gdx_uct_ep_get(gdx_uct_ep_t *ep, void *buf, size_t len, 
 }
 
 extern "C" gdx_status_t gdx_uct_ep_flush(gdx_uct_ep_t *ep, void *uct_comp) {
+    // UCT's contract (as its own transports keep it): requests parked with pending_add were not issued, so a flush
+    // cannot complete before them; NO_RESOURCE makes UCP park its flush behind them (transport/pending_queue.h).
+    // A flush dispatched from the queue itself goes on: what is still parked was parked after it.
+    if (ep->pending != nullptr && ep->dispatching == 0) return GDX_ERR_NO_RESOURCE;
     if (uct_comp != nullptr) {
         GdxUctComp *c = ep->iface->get_comp(uct_comp);
         if (c == nullptr) return GDX_ERR_NO_MEMORY;

@@ -100,6 +100,7 @@ struct gdx_uct_ep {
     uint64_t flushed_seq = 0;   // every operation up to this one is known complete (a probe said so)
     GdxUctComp *probe = nullptr; // in-flight flush probe
     GdxUctPending *pending = nullptr; // live pending nodes (including cancelled ones gdx still holds)
+    unsigned dispatching = 0;          // inside a parked request's callback (gdx_uct_ep_flush reads it)
     gdx_uct_ep *prev = nullptr, *next = nullptr; // interface's endpoint list
 };
 
