@@ -207,7 +207,8 @@ class Endpoint {
     // registered buffer; the handler sees header and payload contiguous.
     virtual gdx_status_t am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload,
                                   size_t len, const MemHandle *memh, Completion *comp) = 0;
-    // Completes when every operation issued before it is complete at the target.
+    // Completes when every operation issued before it is complete at the target. GDX_ERR_NO_RESOURCE while
+    // requests are parked with pending_add (they were not issued; the flush goes behind them, as in UCT).
     virtual gdx_status_t flush(Completion *comp) = 0;
     // Operations issued after the fence are performed after those issued before it.
     virtual gdx_status_t fence() = 0;
