@@ -235,9 +235,10 @@ void gdx_rkey_destroy(gdx_rkey_t *rkey) { delete rkey; }
 
 namespace {
 
+// `notify`: gdx_put_notify's value, else nullptr.
 gdx_status_t one_sided(bool is_put, gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rkey,
-                       size_t remote_offset, size_t len, gdx_request_t **req_p) {
-    const char *what = is_put ? "gdx_put" : "gdx_get";
+                       size_t remote_offset, size_t len, gdx_request_t **req_p, const uint64_t *notify = nullptr) {
+    const char *what = !is_put ? "gdx_get" : notify != nullptr ? "gdx_put_notify" : "gdx_put";
     return guarded(what, [&] {
         if (ep == nullptr || mem == nullptr || rkey == nullptr || req_p == nullptr)
             return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "%s: NULL argument", what);
@@ -261,8 +262,12 @@ gdx_status_t one_sided(bool is_put, gdx_ep_t *ep, gdx_mem_t *mem, size_t offset,
         req->req.user = req.get();
         gdx::fb::Region *region = mem->impl->region(l.slot);
         const gdx::fb::RemoteRegion &remote = *rkey->impl->remote(lane);
-        gdx_status_t st = is_put ? l.slot->engine->put(*l.ep, *region, offset, remote, remote_offset, len, &req->req)
-                                 : l.slot->engine->get(*l.ep, *region, offset, remote, remote_offset, len, &req->req);
+        gdx::fb::Engine &eng = *l.slot->engine;
+        gdx_status_t st =
+            !is_put ? eng.get(*l.ep, *region, offset, remote, remote_offset, len, &req->req)
+            : notify != nullptr
+                ? eng.put_notify(*l.ep, *region, offset, remote, remote_offset, len, *notify, &req->req)
+                : eng.put(*l.ep, *region, offset, remote, remote_offset, len, &req->req);
         if (st != GDX_OK && st != GDX_INPROGRESS) return st;
         *req_p = req.release();
         return GDX_OK;
@@ -279,6 +284,16 @@ gdx_status_t gdx_put(gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rk
 gdx_status_t gdx_get(gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rkey, size_t remote_offset,
                      size_t len, gdx_request_t **req_p) {
     return one_sided(false, ep, mem, offset, rkey, remote_offset, len, req_p);
+}
+
+gdx_status_t gdx_put_notify(gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rkey, size_t remote_offset,
+                            size_t len, uint64_t value, gdx_request_t **req_p) {
+    return one_sided(true, ep, mem, offset, rkey, remote_offset, len, req_p, &value);
+}
+
+size_t gdx_ep_notify_poll(gdx_ep_t *ep, uint64_t *values, size_t max) {
+    if (ep == nullptr || (values == nullptr && max != 0)) return 0;
+    return ep->impl->notify_poll(values, max); // no allocation, nothing that throws
 }
 
 unsigned gdx_progress(gdx_context_t *context) {
