@@ -1,8 +1,7 @@
 // The C API: argument checks, then a call into the C++ layers; no exception crosses this boundary.
 #include "gdx/gdx.h"
 
-#include "api/context.h"
-#include "api/endpoint.h"
+#include "api/handles.h"
 #include "core/error.h"
 
 #include <chrono>
@@ -10,65 +9,8 @@
 #include <cstring>
 #include <new>
 
-struct gdx_config {
-    gdx::Config::Overrides overrides;
-};
-
-struct gdx_context {
-    std::unique_ptr<gdx::Context> impl;
-};
-
-struct gdx_ep {
-    gdx_context *ctx = nullptr;
-    std::unique_ptr<gdx::Endpoint> impl;
-};
-
-struct gdx_mem {
-    gdx_context *ctx = nullptr;
-    std::unique_ptr<gdx::Memory> impl;
-};
-
-struct gdx_rkey {
-    std::unique_ptr<gdx::RemoteKey> impl;
-};
-
-struct gdx_request {
-    gdx::fb::Request req;
-    std::string transport;
-    bool free_when_done = false;
-    static void on_complete(gdx::fb::Request *r) {
-        auto *self = static_cast<gdx_request *>(r->user);
-        if (self->free_when_done) delete self;
-    }
-};
-
-namespace {
-
-// Copies a blob out under the *len contract of gdx_ep_address / gdx_mem_pack.
-gdx_status_t copy_blob(const std::vector<uint8_t> &blob, void *buf, size_t *len, const char *what) {
-    size_t room = *len;
-    *len = blob.size();
-    if (buf == nullptr) return GDX_OK;
-    if (room < blob.size())
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "%s: %zu bytes of room for a %zu-byte blob", what, room,
-                        blob.size());
-    std::memcpy(buf, blob.data(), blob.size());
-    return GDX_OK;
-}
-
-template <typename F> gdx_status_t guarded(const char *what, F &&f) noexcept {
-    try {
-        return f();
-    } catch (const std::bad_alloc &) {
-        return GDX_FAIL(GDX_ERR_NO_MEMORY, "api", "%s: out of memory", what);
-    } catch (const std::exception &e) {
-        return GDX_FAIL(GDX_ERR_INTERNAL, "api", "%s: internal error: %s", what, e.what());
-    } catch (...) {
-        return GDX_FAIL(GDX_ERR_INTERNAL, "api", "%s: internal error", what);
-    }
-}
-
-} // namespace
+using gdx::api::copy_blob;
+using gdx::api::guarded;
 
 extern "C" {
 
