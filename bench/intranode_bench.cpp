@@ -1,4 +1,6 @@
-// intranode_bench: gdx's intra-node paths between two processes (this binary and a copy of it started with exec).
+// intranode_bench: gdx's intra-node transports between two processes (this binary and a copy of it started with
+// exec), driven directly as the UCX module drives them: a diagnostic of the transports, not gdx_put's path (no
+// staging engine, no lane choice; bench/README.md).
 //   shm     host -> host: put/get bandwidth (64 KiB .. 64 MiB) and AM latency (8 B, 1 KiB, half round trip)
 //   ipc     GPU a -> GPU b with cuda_ipc: put bandwidth at 1 MiB / 16 MiB / 256 MiB as the receiver sees it
 //           (the bytes have landed when the peer's AM handler runs), put+AM latency at 8 B / 1 KiB

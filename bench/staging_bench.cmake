@@ -1,5 +1,7 @@
 # staging_bench (bench/staging_bench.cpp): the staging engine's pipeline alone (loop transport in null mode) and
 # staged transfers between two processes over tcp. bench/staging_sweep.sh runs the matrix on the GPU machine.
+# A diagnostic of an internal component (it drives fb::Engine directly, with the tests' loop transport), not a
+# product figure: gdx_perftest --path staged measures staging through gdx_put.
 add_executable(staging_bench ${CMAKE_CURRENT_LIST_DIR}/staging_bench.cpp ${CMAKE_SOURCE_DIR}/tests/fallback/loop_transport.cpp)
 target_include_directories(staging_bench PRIVATE ${CMAKE_SOURCE_DIR}/tests/fallback)
 target_link_libraries(staging_bench PRIVATE gdx_internal)

@@ -2,9 +2,7 @@
 
 #include "datapath.h"
 
-#include "core/error.h"
-#include "transport/bootstrap.h"
-
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -12,12 +10,10 @@ namespace gdx::perf {
 
 namespace {
 
-std::chrono::nanoseconds to_ns(double s) {
-    return std::chrono::nanoseconds(static_cast<long long>(std::min(s, 1e6) * 1e9));
-}
+uint64_t to_ms(double s) { return static_cast<uint64_t>(std::min(s, 1e6) * 1e3); }
 
 std::string failed(const char *what, gdx_status_t st) {
-    std::string e = gdx::last_error();
+    std::string e = gdx_last_error();
     return std::string(what) + ": " + (e.empty() ? gdx_status_string(st) : e);
 }
 
@@ -100,55 +96,51 @@ Control::~Control() {
 }
 
 gdx_status_t Control::listen(const std::string &host, uint16_t port, double timeout_s, std::string *why) {
-    tp::Bootstrap::Options o;
-    o.host = host;
-    o.port = port;
-    o.size = 2;
-    o.timeout = to_ns(timeout_s);
     timeout_s_ = timeout_s;
-    gdx_status_t st = tp::Bootstrap::listen(o, &bs_);
+    gdx_ext_oob_t *o = nullptr;
+    gdx_status_t st = gdx_ext_oob_listen(host.c_str(), port, 2, to_ms(timeout_s), &o);
     if (st != GDX_OK) {
         *why = failed(("cannot listen on " + host + ":" + std::to_string(port)).c_str(), st);
         return st;
     }
-    where_ = host + ":" + std::to_string(bs_->port());
+    bs_.reset(o);
+    where_ = host + ":" + std::to_string(gdx_ext_oob_port(o));
     return GDX_OK;
 }
 
 gdx_status_t Control::join(const std::string &host, uint16_t port, double timeout_s, std::string *why) {
-    tp::Bootstrap::Options o;
-    o.host = host;
-    o.port = port;
-    o.rank = 1;
-    o.size = 2;
-    o.timeout = to_ns(timeout_s);
     timeout_s_ = timeout_s;
     where_ = host + ":" + std::to_string(port);
-    gdx_status_t st = tp::Bootstrap::join(o, &bs_);
+    gdx_ext_oob_t *o = nullptr;
+    gdx_status_t st = gdx_ext_oob_join(host.c_str(), port, 1, 2, to_ms(timeout_s), &o);
     if (st != GDX_OK) {
         *why = failed(("cannot reach the server at " + where_ + " (is gdx_perftest running there, on this port?)").c_str(),
                       st);
         return st;
     }
+    bs_.reset(o);
     return GDX_OK;
 }
 
 gdx_status_t Control::from_env(const std::string &host, uint16_t port, double timeout_s, std::string *why) {
     where_ = host + ":" + std::to_string(port);
     timeout_s_ = timeout_s;
-    gdx_status_t st = tp::Bootstrap::from_env(host, port, to_ns(timeout_s), &bs_);
+    gdx_ext_oob_t *o = nullptr;
+    gdx_status_t st = gdx_ext_oob_from_env(host.c_str(), port, to_ms(timeout_s), &o);
     if (st != GDX_OK) {
         *why = failed(("mpirun rendezvous at " + where_ + " failed").c_str(), st);
         return st;
     }
-    if (bs_->size() != 2) {
-        *why = "under mpirun gdx_perftest needs exactly 2 ranks (the bootstrap sees " + std::to_string(bs_->size()) + ")";
+    bs_.reset(o);
+    if (gdx_ext_oob_size(o) != 2) {
+        *why = "under mpirun gdx_perftest needs exactly 2 ranks (the bootstrap sees " +
+               std::to_string(gdx_ext_oob_size(o)) + ")";
         return GDX_ERR_INVALID_PARAM;
     }
     return GDX_OK;
 }
 
-uint16_t Control::bound_port() const { return bs_ ? bs_->port() : 0; }
+uint16_t Control::bound_port() const { return bs_ ? gdx_ext_oob_port(bs_.get()) : 0; }
 
 void Control::start(const Message &mine) {
     if (worker_.joinable()) worker_.join(); // the previous exchange, finished or abandoned
@@ -156,8 +148,14 @@ void Control::start(const Message &mine) {
     gathered_.clear();
     std::string bytes = encode(mine);
     worker_ = std::thread([this, bytes = std::move(bytes)] {
-        std::span<const uint8_t> s(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
-        result_ = bs_->allgather(s, &gathered_);
+        result_ = gdx_ext_oob_allgather(bs_.get(), bytes.data(), bytes.size());
+        for (int r = 0; result_ == GDX_OK && r < gdx_ext_oob_size(bs_.get()); ++r) {
+            const void *data = nullptr;
+            size_t len = 0;
+            result_ = gdx_ext_oob_part(bs_.get(), r, &data, &len);
+            if (result_ == GDX_OK) gathered_.emplace_back(static_cast<const uint8_t *>(data),
+                                                          static_cast<const uint8_t *>(data) + len);
+        }
         if (result_ != GDX_OK) {
             result_why_ = exchanges_ == 0 ? failed("rendezvous", result_)
                                           : failed("the control exchange with the peer failed", result_);
@@ -180,7 +178,7 @@ gdx_status_t Control::finish(Message *theirs, std::string *why) {
         return result_;
     }
     ++exchanges_;
-    const int peer = bs_->rank() == 0 ? 1 : 0;
+    const int peer = gdx_ext_oob_rank(bs_.get()) == 0 ? 1 : 0;
     if (gathered_.size() != 2) {
         *why = "the control exchange returned " + std::to_string(gathered_.size()) + " parts, expected 2";
         return GDX_ERR_PROTOCOL;

@@ -1,4 +1,4 @@
-// The out-of-band channel between the two gdx_perftest processes, on gdx's bootstrap (transport/bootstrap.h):
+// The out-of-band channel between the two gdx_perftest processes, on gdx's bootstrap (gdx_ext.h's gdx_ext_oob_*):
 // rank 0 (the server) listens like ib_write_bw, rank 1 (the client) joins, or Open MPI's environment says who is
 // who. Every step is an exchange (an allgather of two): both sides contribute a message and get the other's.
 //
@@ -12,7 +12,7 @@
 // acted on a request before the client goes on.
 #pragma once
 
-#include "gdx/status.h"
+#include <gdx/gdx_ext.h>
 
 #include <atomic>
 #include <chrono>
@@ -21,10 +21,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-namespace gdx::tp {
-class Bootstrap;
-}
 
 namespace gdx::perf {
 
@@ -97,7 +93,10 @@ class Control {
     gdx_status_t reply(Msg type, const std::vector<std::string> &fields, DataPath *dp, std::string *why);
 
   private:
-    std::unique_ptr<tp::Bootstrap> bs_;
+    struct OobFree {
+        void operator()(gdx_ext_oob_t *o) const { gdx_ext_oob_destroy(o); }
+    };
+    std::unique_ptr<gdx_ext_oob_t, OobFree> bs_;
     std::string where_;
     std::thread worker_;
     std::atomic<bool> done_{false};

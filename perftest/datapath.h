@@ -1,15 +1,15 @@
-// What gdx_perftest drives: one connected pair, seen from one side. The implementation moves the bytes with
-// gdx (never on its own) and reports, per row, which path carried them. gdx_perftest does not decide direct
-// vs staged: the data path below it does, and says what it did.
+// What gdx_perftest drives: one connected pair, seen from one side, through gdx's public API only (gdx.h: a
+// context, an endpoint, a registration, gdx_put / gdx_get / gdx_put_notify, gdx_request_path). It takes the path
+// every gdx user takes: gdx picks the transport(s) of the endpoint and, per fragment, direct or staged, and each
+// request says what it did; this file only tallies those reports per row.
 #pragma once
 
-#include "core/config.h"
-#include "core/error.h"
-#include "gdx/status.h"
 #include "memory.h"
+#include "options.h"
 #include "report.h"
 
-#include <chrono>
+#include <gdx/gdx.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,89 +17,81 @@
 
 namespace gdx::perf {
 
-// Active-message ids gdx_perftest uses.
-enum AmId : uint8_t { kAmData = 1, kAmAck = 2, kAmPing = 3, kAmPong = 4 };
+class DataPath;
 
-// Called from progress() with the payload of an active message (valid during the call only, host memory).
-using AmCallback = void (*)(void *arg, uint8_t id, const void *data, size_t len);
-
-// Counts operations in flight; wait() drives progress until all are done (or the deadline passes).
+// Requests in flight of one phase; DataPath::progress() counts them down as they complete. Going out of scope with
+// requests still in flight (a failed phase) detaches them: they are freed when they complete, counting nothing.
 struct Pending {
+    explicit Pending(DataPath &dp) : dp_(dp) {}
+    ~Pending();
+    Pending(const Pending &) = delete;
+    Pending &operator=(const Pending &) = delete;
     int64_t outstanding = 0;
     gdx_status_t first_error = GDX_OK;
+    std::string first_why; // gdx_request_error of the first failed request
+
+  private:
+    DataPath &dp_;
 };
 
 class DataPath {
   public:
-    virtual ~DataPath() = default;
+    // A context of its own: the environment's GDX_* values, GDX_TLS=`transport` unless it is "auto" (gdx's own
+    // choice), and what --path implies (staged: GDX_FAULT_P2P_EVERY=1; direct: GDX_GDR=yes, GDX_P2P=yes). Then an
+    // endpoint and `buf` registered for every access.
+    static gdx_status_t open(const std::string &transport, PathMode path, Buffer &buf, std::unique_ptr<DataPath> *out,
+                             std::string *why);
+    ~DataPath();
+    DataPath(const DataPath &) = delete;
+    DataPath &operator=(const DataPath &) = delete;
 
-    virtual std::string transport() const = 0; // the transport that carries the bytes ("tcp")
-    virtual std::string device() const = 0;    // its device ("lo")
-    virtual size_t max_am() const = 0;         // largest active-message payload
-    // "" when an active message of `len` bytes can be sent from the registered buffer; else why not.
-    virtual std::string am_unreachable(size_t len) const = 0;
+    std::string address() const; // this side's endpoint address, for the peer
+    std::string key() const;     // this side's registration key, for the peer
+    // Connects to the peer's address and unpacks its key. connected() progresses; GDX_INPROGRESS while connecting.
+    gdx_status_t connect(const std::string &peer_address, const std::string &peer_key, std::string *why);
+    gdx_status_t connected(std::string *why);
 
-    // Registers the test buffer for local and remote access; *packed_key gets the bytes the peer needs
-    // (remote key and buffer address). *reach describes how this side's memory is reached ("host",
-    // "dma-buf", "none: ...").
-    virtual gdx_status_t register_buffer(Buffer &buf, std::string *packed_key, std::string *reach,
-                                         std::string *why) = 0;
-    // This side's endpoint address for the peer.
-    virtual std::string address() const = 0;
-    // Connects to the peer (its address) and accepts its key (packed_key from its register_buffer).
-    virtual gdx_status_t connect(const std::string &peer_address, const std::string &peer_key,
-                                 std::string *why) = 0;
-    // GDX_OK when the connection is up; GDX_INPROGRESS while connecting; an error.
-    virtual gdx_status_t connected(std::string *why) = 0;
+    std::string transport() const; // the endpoint's transports ("tcp", "cuda_ipc+shm"; all of them before connect)
+    std::string device() const;    // their devices ("lo", "mlx5_0:1")
+    std::string reach() const;     // how they reach this side's buffer ("host", "dma-buf", "staged (...)")
 
-    virtual void set_am_callback(AmCallback cb, void *arg) = 0;
+    // Offsets are from each side's buffer start. Errors mean nothing was started (*why says why).
+    gdx_status_t put(size_t local_off, size_t len, size_t remote_off, Pending *p, std::string *why);
+    gdx_status_t get(size_t local_off, size_t len, size_t remote_off, Pending *p, std::string *why);
+    gdx_status_t put_notify(size_t local_off, size_t len, size_t remote_off, uint64_t value, Pending *p,
+                            std::string *why);
+    // Takes up to `max` notifications the peer's puts delivered here.
+    size_t notifications(uint64_t *values, size_t max);
+    // gdx_progress, then collects the requests that completed; returns the events processed.
+    unsigned progress();
 
-    // Non-blocking operations on the registered buffers (offsets from each side's buffer start).
-    // GDX_ERR_NO_RESOURCE: nothing queued, retry after progress(). Completions are counted in *p. A put or get
-    // completes when every byte is in the destination buffer (gdx's engine semantics).
-    virtual gdx_status_t put(size_t local_off, size_t len, size_t remote_off, Pending *p) = 0;
-    virtual gdx_status_t get(size_t local_off, size_t len, size_t remote_off, Pending *p) = 0;
-    virtual gdx_status_t am(uint8_t id, size_t local_off, size_t len, Pending *p) = 0; // payload from buffer
-    virtual gdx_status_t am_signal(uint8_t id, uint64_t value) = 0;                    // 8-byte payload
-    virtual gdx_status_t flush(Pending *p) = 0;
-    virtual unsigned progress() = 0;
+    // The path the requests since the last call took (tallied from gdx_request_path), then resets the tally.
+    PathUsed take_path_report();
+    // The requests of `p` no longer count into it (Pending's destructor).
+    void forget(const Pending *p);
 
-    // The path the operations since the last call took (bytes direct vs staged, with the details), then
-    // resets the tally.
-    virtual PathUsed take_path_report() = 0;
+  private:
+    DataPath() = default;
+    struct InFlight {
+        gdx_request_t *req;
+        Pending *pending;
+    };
+    gdx_status_t submit(const char *what, gdx_status_t st, gdx_request_t *req, Pending *p, std::string *why);
+    void tally(const gdx_path_info_t &info);
+
+    gdx_context_t *ctx_ = nullptr;
+    gdx_ep_t *ep_ = nullptr;
+    gdx_mem_t *mem_ = nullptr;
+    gdx_rkey_t *rkey_ = nullptr;
+    std::vector<InFlight> inflight_;
+    // The tally of one row.
+    uint64_t bytes_direct_ = 0, bytes_staged_ = 0;
+    uint32_t frag_size_ = 0, depth_ = 0;
+    std::vector<std::pair<std::string, uint64_t>> texts_; // each distinct path text, with its count
+    std::vector<std::string> transports_;
 };
-
-// Opens the data path for `transport` ("tcp", "shm", "cuda_ipc", "rc" or "auto": *chosen says which) for the
-// memory pair (local, remote) with the peer on the same host or not. `path` asks for forced staging or
-// demands directness (the data path's own options).
-gdx_status_t open_datapath(const Config &cfg, const std::string &transport, const MemSpec &local,
-                           const MemSpec &remote, bool peer_same_host, PathMode path,
-                           std::unique_ptr<DataPath> *out, std::string *why);
-
-// Transports compiled into this build, in preference order (for messages).
-std::vector<std::string> available_transports();
 
 // Waits until p->outstanding reaches 0, driving progress; fails after timeout_s without any progress event.
 gdx_status_t wait_pending(DataPath &dp, Pending *p, double timeout_s, const char *what, std::string *why);
-// Issues op() until it is accepted (progressing on back-pressure), at most timeout_s.
-template <typename Op>
-gdx_status_t post(DataPath &dp, double timeout_s, const char *what, std::string *why, Op op) {
-    auto last = std::chrono::steady_clock::now();
-    for (;;) {
-        gdx_status_t st = op();
-        if (st != GDX_ERR_NO_RESOURCE) {
-            if (st != GDX_OK && st != GDX_INPROGRESS)
-                *why = std::string(what) + " failed: " + gdx_status_string(st) + " (" + gdx::last_error() + ")";
-            return st == GDX_INPROGRESS ? GDX_OK : st;
-        }
-        if (dp.progress() != 0) {
-            last = std::chrono::steady_clock::now();
-        } else if (std::chrono::steady_clock::now() - last > std::chrono::duration<double>(timeout_s)) {
-            *why = std::string(what) + ": the transport stayed out of resources for " +
-                   std::to_string(static_cast<int>(timeout_s)) + " s with no progress (peer stalled?)";
-            return GDX_ERR_TIMEOUT;
-        }
-    }
-}
 
 } // namespace gdx::perf

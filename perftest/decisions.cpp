@@ -1,16 +1,10 @@
-// The path decisions gdx_info -t prints, narrowed to this run's device pair. gdx_info's own function
-// (tools/info_topology.cpp, print_topology) produces them; gdx_perftest captures its output and keeps the lines
-// about its GPU(s) and, over rc, its NIC, so both tools always say the same thing.
+// The path decisions gdx_info -t prints, narrowed to this run's device pair. Both tools print the library's one
+// text (gdx_ext_topology_text); gdx_perftest keeps the lines about its GPU(s) and, over rc, its NIC, so the two
+// always say the same thing.
 #include "decisions.h"
 
-#include "api/context.h"
-#include "core/error.h"
-#include "info_sections.h"
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <unistd.h>
+#include <gdx/gdx.h>
+#include <gdx/gdx_ext.h>
 
 namespace gdx::perf {
 
@@ -18,43 +12,20 @@ namespace {
 
 bool starts_with(const std::string &s, const std::string &p) { return s.rfind(p, 0) == 0; }
 
-// gdx_info -t's whole output, or false with *why.
+// gdx_info -t's whole output (a context of its own: the environment's GDX_* values), or false with *why.
 bool capture_topology(std::vector<std::string> *lines, std::string *why) {
-    std::unique_ptr<Context> ctx;
-    if (Context::create({}, &ctx) != GDX_OK) {
-        *why = "cannot create a gdx context: " + last_error();
+    gdx_context_t *ctx = nullptr;
+    if (gdx_context_create(nullptr, &ctx) != GDX_OK) {
+        *why = std::string("cannot create a gdx context: ") + gdx_last_error();
         return false;
     }
-    FILE *tmp = std::tmpfile();
-    if (tmp == nullptr) {
-        *why = std::string("tmpfile: ") + std::strerror(errno);
-        return false;
+    const std::string text = gdx_ext_topology_text(ctx);
+    gdx_context_destroy(ctx);
+    for (size_t pos = 0; pos < text.size();) {
+        size_t nl = text.find('\n', pos);
+        lines->push_back(text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos));
+        pos = nl == std::string::npos ? text.size() : nl + 1;
     }
-    std::fflush(stdout);
-    int saved = dup(STDOUT_FILENO);
-    if (saved < 0 || dup2(fileno(tmp), STDOUT_FILENO) < 0) {
-        *why = std::string("cannot redirect stdout: ") + std::strerror(errno);
-        if (saved >= 0) close(saved);
-        std::fclose(tmp);
-        return false;
-    }
-    tools::print_topology(*ctx);
-    std::fflush(stdout);
-    bool restored = dup2(saved, STDOUT_FILENO) >= 0;
-    close(saved);
-    if (!restored) {
-        std::fclose(tmp);
-        *why = std::string("cannot restore stdout: ") + std::strerror(errno);
-        return false;
-    }
-    std::rewind(tmp);
-    char buf[1024];
-    while (std::fgets(buf, sizeof(buf), tmp) != nullptr) {
-        std::string l(buf);
-        while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
-        lines->push_back(l);
-    }
-    std::fclose(tmp);
     return true;
 }
 

@@ -7,8 +7,7 @@
 #include "report.h"
 #include "session.h"
 
-#include "core/config.h"
-#include "core/error.h"
+#include <gdx/gdx.h>
 
 #include <cerrno>
 #include <chrono>
@@ -157,10 +156,17 @@ int main(int argc, char **argv) {
     }
     std::signal(SIGPIPE, SIG_IGN);
 
-    // The environment's GDX_* values must be valid before anything starts (and logging applied).
-    gdx::Config cfg;
-    if (gdx::Config::load({}, &cfg, &why) != GDX_OK) return fail(why);
-    if (gdx::config_apply_logging(cfg, &why) != GDX_OK) return fail(why);
+    // The environment's GDX_* values must be valid before anything starts; a context checks them, applies
+    // logging, and says where to listen (GDX_TCP_ADDR). It opens nothing (transports open at the first endpoint),
+    // so CUDA is not initialized before MPS below.
+    std::string tcp_addr;
+    {
+        gdx_context_t *ctx = nullptr;
+        if (gdx_context_create(nullptr, &ctx) != GDX_OK) return fail(gdx_last_error());
+        const char *a = gdx_context_config_get(ctx, "GDX_TCP_ADDR");
+        tcp_addr = a != nullptr ? a : "127.0.0.1";
+        gdx_context_destroy(ctx);
+    }
 
     // Two processes on one GPU: MPS first, before anything here (or the peer) initializes CUDA.
     MpsForRun mps;
@@ -190,7 +196,7 @@ int main(int argc, char **argv) {
 
     if (opt.mpi) {
         // Open MPI says who is who; rank 0 listens on HOST (or GDX_TCP_ADDR), rank 1 joins it.
-        const std::string host = opt.host.empty() ? cfg.str(gdx::ConfigId::TCP_ADDR) : opt.host;
+        const std::string host = opt.host.empty() ? tcp_addr : opt.host;
         if (ctl.from_env(host, opt.port, opt.timeout_s, &why) != GDX_OK) return fail(why);
         if (opt.role == Role::Server) return run_server(opt, ctl, true);
     } else if (opt.role == Role::Server) {
@@ -198,7 +204,7 @@ int main(int argc, char **argv) {
         if (opt.mem_given && !quiet)
             std::fprintf(stderr, "gdx_perftest: note: the server takes the memory kinds and tests from the client "
                                  "(give -m/-M there); they are ignored here\n");
-        const std::string addr = cfg.str(gdx::ConfigId::TCP_ADDR);
+        const std::string addr = tcp_addr;
         gdx_status_t st = ctl.listen(addr, opt.port, opt.timeout_s, &why);
         if (opt.report_fd >= 0) {
             std::string p = st == GDX_OK ? std::to_string(ctl.bound_port()) : "";
@@ -221,7 +227,7 @@ int main(int argc, char **argv) {
         uint16_t port = opt.port;
         if (opt.role == Role::Loopback) {
             if (!peer.start(opt, &port, &why)) return fail(why);
-            host = connect_addr_for(cfg.str(gdx::ConfigId::TCP_ADDR));
+            host = connect_addr_for(tcp_addr);
         }
         if (ctl.join(host, port, opt.timeout_s, &why) != GDX_OK) return fail(why);
     }

@@ -1,6 +1,6 @@
 #include "options.h"
 
-#include "core/config.h"
+#include <gdx/gdx_ext.h>
 
 #include <algorithm>
 #include <charconv>
@@ -11,7 +11,7 @@ namespace gdx::perf {
 
 namespace {
 
-constexpr const char *kTestNames[] = {"put_bw", "get_bw", "am_bw", "put_lat", "am_lat"};
+constexpr const char *kTestNames[] = {"put_bw", "get_bw", "put_lat"};
 constexpr const char *kKindNames[] = {"host", "host-pinned", "cuda", "cuda-managed", "cuda-vmm"};
 constexpr const char *kTransports[] = {"tcp", "shm", "cuda_ipc", "rc", "auto"};
 constexpr const char *kAcceptedKinds = "host, host-pinned[:N], cuda[:N], cuda-managed[:N], cuda-vmm[:N]";
@@ -38,7 +38,8 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 
 bool one_size(std::string_view s, uint64_t *out, std::string *why) {
     std::string reason;
-    if (!gdx::parse_size(s, out, &reason) || *out == kSizeInfinite) {
+    if (gdx_ext_size_parse(std::string(s).c_str(), out) != GDX_OK) reason = gdx_last_error();
+    if (!reason.empty() || *out == UINT64_MAX) {
         *why = "bad size '" + std::string(s) + "' in -s: " + (reason.empty() ? "not a finite size" : reason) +
                " (a number with an optional K, M or G suffix, e.g. 8, 4K, 1M)";
         return false;
@@ -63,7 +64,7 @@ std::string join_accepted(const char *const *names, size_t n) {
 } // namespace
 
 const char *test_name(Test t) { return kTestNames[static_cast<unsigned>(t)]; }
-bool test_is_latency(Test t) { return t == Test::PutLat || t == Test::AmLat; }
+bool test_is_latency(Test t) { return t == Test::PutLat; }
 std::optional<Test> parse_test(std::string_view s) {
     for (Test t : kAllTests)
         if (s == test_name(t)) return t;
@@ -124,7 +125,7 @@ const char *path_mode_name(PathMode m) {
     return "?";
 }
 
-std::string size_text(uint64_t bytes) { return gdx::format_size(bytes); }
+std::string size_text(uint64_t bytes) { return gdx_ext_size_text(bytes); }
 
 bool parse_sizes(std::string_view s, std::vector<uint64_t> *out, std::string *why) {
     out->clear();
@@ -203,7 +204,7 @@ void print_usage(FILE *f) {
         "       gdx_perftest --loopback [options]   both sides on this machine in one command\n"
         "       mpirun -np 2 gdx_perftest [HOST]    rank 0 serves (on HOST when given), rank 1 runs the tests\n"
         "Tests and sizes:\n"
-        "  -t, --test LIST       put_bw,get_bw,am_bw,put_lat,am_lat or all (default put_bw,put_lat)\n"
+        "  -t, --test LIST       put_bw,get_bw,put_lat or all (default put_bw,put_lat)\n"
         "  -s, --sizes SPEC      A:B powers of two from A to B, or a list A,B,C; K/M/G suffixes\n"
         "                        (default 8:16M; --loopback 8:4M)\n"
         "  -n, --iters N         iterations per size (default: automatic, 3..5000 by size)\n"
@@ -274,6 +275,11 @@ bool parse_options(const std::vector<std::string> &args, Options *out, std::stri
                     continue;
                 }
                 auto parsed = parse_test(t);
+                if (t == "am_bw" || t == "am_lat") {
+                    *why = "test '" + std::string(t) + "' was removed: gdx.h has no active messages (only UCX reaches "
+                           "gdx's, through the UCX module: measure them with ucx_perftest -t " + std::string(t) + ")";
+                    return false;
+                }
                 if (!parsed) {
                     *why = "unknown test '" + std::string(t) + "' in -t (accepted: " +
                            join_accepted(kTestNames, std::size(kTestNames)) + ", all)";

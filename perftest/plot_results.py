@@ -3,8 +3,9 @@
 
 Usage: perftest/plot_results.py [-o OUTDIR] [--prefix NAME] [--labels A,B,...] RESULT.json [RESULT.json ...]
 
-Writes OUTDIR/NAME-bandwidth.png (bandwidth tests: put_bw, get_bw, am_bw) and OUTDIR/NAME-latency.png
-(put_lat, am_lat), each with one line per (run, test, memory pair, transport). The path that carried the bytes is
+Writes OUTDIR/NAME-bandwidth.png (bandwidth tests: put_bw, get_bw) and OUTDIR/NAME-latency.png (put_lat), each
+with one line per (run, test, memory pair, transport); am_bw and am_lat rows of results taken before those tests
+were removed (perftest/README.md) are still plotted. The path that carried the bytes is
 in the legend (direct / staged / mixed); rows that drew a sanity warning are marked with an x.
 Needs Debian's python3-matplotlib (Agg backend, no display). Exit status: 0 ok, 1 bad input, 2 bad arguments.
 """

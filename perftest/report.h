@@ -19,7 +19,8 @@ struct PathUsed {
     uint64_t frag_size = 0;        // staged: fragment size
     unsigned depth = 0;            // staged: fragments in flight
     double staged_share = 0;       // fraction of bytes staged, 0..1
-    std::string detail;            // the engine's own words (fb::PathReport::describe()), when it reported
+    std::string detail;            // gdx's own words (gdx_request_path's text), tallied over the row's requests
+    std::string transport;         // the transport(s) the requests took ("shm"), from gdx_request_path
     std::string text() const;      // detail, else "direct(dma-buf)", "staged(frag=4M,depth=4,100%)"
 };
 

@@ -69,83 +69,26 @@ std::string join_lines(const std::vector<std::string> &v) {
     return s;
 }
 
-struct Peer {
-    std::string host;
-    uint64_t gpus = 0;
-};
-
 } // namespace
 
-gdx_status_t config_for(PathMode path, Config *out, std::string *why) {
-    Config::Overrides ov;
-    if (path == PathMode::Staged) ov["GDX_FAULT_P2P_EVERY"] = "1";
-    if (path == PathMode::Direct) {
-        ov["GDX_GDR"] = "yes";
-        ov["GDX_P2P"] = "yes";
-    }
-    return Config::load(ov, out, why);
-}
-
 bool memory_available_here(const MemSpec &m, std::string *why) {
-    if (!mem_kind_is_gpu(m.kind)) return true;
-    std::string reason;
-    int n = gpu_count(&reason);
-    if (n == 0) {
-        *why = "memory kind '" + m.text() + "' needs a GPU, and there is none here: " + reason;
-        return false;
-    }
-    if (m.gpu >= n) {
-        *why = "memory kind '" + m.text() + "': GPU " + std::to_string(m.gpu) + " does not exist (this machine has " +
-               std::to_string(n) + " GPU" + (n == 1 ? "" : "s") + ")";
-        return false;
-    }
-    return true;
+    if (gdx_ext_mem_check(ext_kind(m.kind), m.gpu) == GDX_OK) return true;
+    *why = gdx_last_error(); // "memory kind 'cuda:1': GPU 1 does not exist (this machine has 1 GPU)"
+    return false;
 }
 
 // ---- client ----------------------------------------------------------------------------------------------
 
 namespace {
 
-int client_pair(const Options &opt, Control &ctl, Reporter &rep, const Peer &peer, bool same_host,
-                const MemSpec &local, const MemSpec &remote, bool print_decisions) {
-    std::string why;
-    const uint64_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
-    Config cfg;
-    if (config_for(opt.path, &cfg, &why) != GDX_OK) {
-        error("", why);
-        return 1;
-    }
-    if (!memory_available_here(local, &why)) {
-        error("", why);
-        return 1;
-    }
-    std::unique_ptr<Buffer> buf;
-    if (Buffer::allocate(local, buffer_bytes(opt, max_size), &buf, &why) != GDX_OK) {
-        error("", why);
-        return 1;
-    }
-    std::unique_ptr<DataPath> dp;
-    std::string key, reach;
-    if (open_datapath(cfg, opt.transport, local, remote, same_host, opt.path, &dp, &why) != GDX_OK ||
-        dp->register_buffer(*buf, &key, &reach, &why) != GDX_OK) {
-        error("", why);
-        return 1;
-    }
-    Options spec = opt;
-    spec.mem_pairs = {{local, remote}};
-    spec.transport = dp->transport();
-    Message m;
-    if (ctl.call(Msg::Spec, {spec.serialize(), dp->address(), key, reach}, Msg::Ready, &m, dp.get(), &why) != GDX_OK ||
-        dp->connect(m.field(0), m.field(1), &why) != GDX_OK || wait_connected(*dp, opt.timeout_s, &why) != GDX_OK) {
-        error("", why);
-        ctl.notify_failure(why, dp.get());
-        return 1;
-    }
-    // This run's decisions, then gdx_info -t's lines for this side's GPU/NIC, then the server's (when they differ).
-    std::vector<std::string> lines = decision_lines(opt, *dp, local, remote, reach, m.field(2), same_host);
-    std::vector<std::string> topo = topology_decisions(gpus_of(local), dp->transport(), dp->device());
+// The decision lines of the pair: this run's, gdx_info -t's for this side's GPU/NIC, then the server's (when
+// they differ).
+void print_decisions(const Options &opt, Reporter &rep, const DataPath &dp, const MemSpec &local,
+                     const MemSpec &remote, const Message &ready, bool same_host, bool print) {
+    std::vector<std::string> lines = decision_lines(opt, dp, local, remote, dp.reach(), ready.field(2), same_host);
+    std::vector<std::string> topo = topology_decisions(gpus_of(local), dp.transport(), dp.device());
     lines.insert(lines.end(), topo.begin(), topo.end());
-    std::string server_lines = m.field(4);
+    const std::string &server_lines = ready.field(4);
     for (size_t pos = 0; pos < server_lines.size();) {
         size_t nl = server_lines.find('\n', pos);
         std::string l = server_lines.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
@@ -154,14 +97,13 @@ int client_pair(const Options &opt, Control &ctl, Reporter &rep, const Peer &pee
     }
     for (const std::string &line : lines) {
         rep.add_note(line);
-        if (print_decisions && !opt.quiet_decisions && !opt.csv) std::printf("# decision: %s\n", line.c_str());
+        if (print && !opt.quiet_decisions && !opt.csv) std::printf("# decision: %s\n", line.c_str());
     }
-    rep.header(dp->transport(), dp->device(), local, remote);
+}
 
-    PairContext c{opt, ctl, *dp, *buf, {}, max_size};
-    c.am.buf = buf.get();
-    c.am.region = max_size;
-    dp->set_am_callback(am_callback, &c.am);
+// Every (test, size) of the pair; 0, or the exit status of the first failure (reported to the server too).
+int run_tests(const Options &opt, Control &ctl, Reporter &rep, PairContext &c, const MemSpec &local,
+              const MemSpec &remote, bool same_host) {
     Progress progress;
     const std::string mems = local.text() + "->" + remote.text();
     for (Test t : opt.tests) {
@@ -169,14 +111,9 @@ int client_pair(const Options &opt, Control &ctl, Reporter &rep, const Peer &pee
             progress.update(test_name(t), mems, opt.sizes[i], i, opt.sizes.size());
             TestOutcome o = client_test(c, t, opt.sizes[i]);
             progress.clear();
-            if (o.skipped) {
-                rep.add_note(o.message);
-                if (!opt.csv) std::printf("# %s\n", o.message.c_str());
-                continue;
-            }
             if (o.exit_code != 0) {
                 error("", o.message);
-                ctl.notify_failure(o.message, dp.get());
+                ctl.notify_failure(o.message, &c.dp);
                 return o.exit_code;
             }
             Row &r = o.row;
@@ -184,18 +121,47 @@ int client_pair(const Options &opt, Control &ctl, Reporter &rep, const Peer &pee
             r.remote_mem = remote.text();
             sanity_check(&r, limit_for(r.transport, r.path, local, remote, same_host));
             rep.row(r);
-            bool staged = r.path.staged_share > 0;
-            if ((opt.path == PathMode::Direct && staged) || (opt.path == PathMode::Staged && r.path.staged_share < 1)) {
+            if ((opt.path == PathMode::Direct && r.path.staged_share > 0) ||
+                (opt.path == PathMode::Staged && r.path.staged_share < 1)) {
                 std::string msg = std::string("--path ") + path_mode_name(opt.path) + " was asked, but " + r.test +
                                   " " + size_text(r.size) + " took " + r.path.text();
                 error("", msg);
-                ctl.notify_failure(msg, dp.get());
+                ctl.notify_failure(msg, &c.dp);
                 return 1;
             }
         }
     }
-    (void)peer;
     return 0;
+}
+
+int client_pair(const Options &opt, Control &ctl, Reporter &rep, bool same_host, const MemSpec &local,
+                const MemSpec &remote, bool print_decisions_here) {
+    std::string why;
+    const uint64_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
+    if (!memory_available_here(local, &why)) {
+        error("", why);
+        return 1;
+    }
+    std::unique_ptr<Buffer> buf;
+    std::unique_ptr<DataPath> dp;
+    if (Buffer::allocate(local, buffer_bytes(opt, max_size), &buf, &why) != GDX_OK ||
+        DataPath::open(opt.transport, opt.path, *buf, &dp, &why) != GDX_OK) {
+        error("", why);
+        return 1;
+    }
+    Options spec = opt;
+    spec.mem_pairs = {{local, remote}};
+    Message m;
+    if (ctl.call(Msg::Spec, {spec.serialize(), dp->address(), dp->key()}, Msg::Ready, &m, dp.get(), &why) != GDX_OK ||
+        dp->connect(m.field(0), m.field(1), &why) != GDX_OK || wait_connected(*dp, opt.timeout_s, &why) != GDX_OK) {
+        error("", why);
+        ctl.notify_failure(why, dp.get());
+        return 1;
+    }
+    print_decisions(opt, rep, *dp, local, remote, m, same_host, print_decisions_here);
+    rep.header(dp->transport(), dp->device(), local, remote);
+    PairContext c{opt, ctl, *dp, *buf, max_size};
+    return run_tests(opt, ctl, rep, c, local, remote, same_host);
 }
 
 } // namespace
@@ -219,8 +185,7 @@ int run_client(const Options &opt, Control &ctl, Reporter &rep) {
                       num(kProtocolVersion) + ": run the same gdx_perftest on both sides");
         return 1;
     }
-    Peer peer{m.field(1), m.u64(2)};
-    const bool same_host = opt.role == Role::Loopback || peer.host == host_name();
+    const bool same_host = opt.role == Role::Loopback || m.field(1) == host_name();
 
     auto pairs = opt.mem_pairs;
     if (pairs.empty()) {
@@ -239,7 +204,7 @@ int run_client(const Options &opt, Control &ctl, Reporter &rep) {
     // A pair that fails is reported and dropped on both sides; the next one still runs (the README's main job
     // shows every pair it can). The exit status is the worst: 3 (data mismatch) over 1 (failure) over 0.
     for (size_t i = 0; i < pairs.size() && !ctl.broken(); ++i) {
-        int r = client_pair(opt, ctl, rep, peer, same_host, pairs[i].first, pairs[i].second, true);
+        int r = client_pair(opt, ctl, rep, same_host, pairs[i].first, pairs[i].second, true);
         if (r == 3 || (r != 0 && rc == 0)) rc = r;
     }
     Message ignored;
@@ -268,7 +233,6 @@ int run_server(Options opt, Control &ctl, bool quiet) {
                         num(kProtocolVersion) + "): run the same gdx_perftest on both sides");
         return 1;
     }
-    const bool same_host = m.field(1) == host_name();
     std::unique_ptr<Buffer> buf;
     std::unique_ptr<DataPath> dp;
     std::unique_ptr<PairContext> ctx;
@@ -307,25 +271,21 @@ int run_server(Options opt, Control &ctl, bool quiet) {
             const MemSpec local = opt.mem_pairs.empty() ? MemSpec{} : opt.mem_pairs[0].first;
             const MemSpec remote = opt.mem_pairs.empty() ? MemSpec{} : opt.mem_pairs[0].second;
             const uint64_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
-            Config cfg;
-            std::string key, reach;
-            if (config_for(opt.path, &cfg, &why) != GDX_OK || !memory_available_here(local, &why) ||
+            if (!memory_available_here(local, &why) ||
                 Buffer::allocate(local, buffer_bytes(opt, max_size), &buf, &why) != GDX_OK ||
-                open_datapath(cfg, opt.transport, local, remote, same_host, opt.path, &dp, &why) != GDX_OK ||
-                dp->register_buffer(*buf, &key, &reach, &why) != GDX_OK ||
+                DataPath::open(opt.transport, opt.path, *buf, &dp, &why) != GDX_OK ||
                 dp->connect(m.field(1), m.field(2), &why) != GDX_OK) {
                 refuse("server: " + why);
                 break;
             }
+            // Connected (its transports chosen): what this side's reach and decisions are is known now.
             const std::string decisions = join_lines(topology_decisions(gpus_of(local), dp->transport(), dp->device()));
-            if (ctl.reply(Msg::Ready, {dp->address(), key, reach, dp->device(), decisions}, dp.get(), &why) != GDX_OK) {
+            if (ctl.reply(Msg::Ready, {dp->address(), dp->key(), dp->reach(), dp->device(), decisions}, dp.get(), &why) !=
+                GDX_OK) {
                 error(side, why);
                 return 1;
             }
-            ctx.reset(new PairContext{opt, ctl, *dp, *buf, {}, max_size});
-            ctx->am.buf = buf.get();
-            ctx->am.region = max_size;
-            dp->set_am_callback(am_callback, &ctx->am);
+            ctx.reset(new PairContext{opt, ctl, *dp, *buf, max_size});
             if (!quiet)
                 std::printf("# client's run: %s -> %s (this side) over %s\n", remote.text().c_str(),
                             local.text().c_str(), dp->transport().c_str());

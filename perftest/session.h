@@ -6,16 +6,9 @@
 #include "options.h"
 #include "report.h"
 
-#include "core/config.h"
-
 #include <string>
 
 namespace gdx::perf {
-
-// The configuration a side runs a pair with: the environment's GDX_* values plus what --path implies
-// (staged: GDX_FAULT_P2P_EVERY=1, every fragment's direct path fails and it is staged; direct: GDX_GDR=yes and
-// GDX_P2P=yes, registration that can only stage fails loudly). *why on an invalid GDX_* value.
-gdx_status_t config_for(PathMode path, Config *out, std::string *why);
 
 // Checks that this machine can hold memory of kind `m` (a GPU for the cuda kinds) before anything connects.
 bool memory_available_here(const MemSpec &m, std::string *why);

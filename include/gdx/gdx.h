@@ -116,6 +116,33 @@ gdx_status_t gdx_put(gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rk
                      size_t len, gdx_request_t **req_p);
 gdx_status_t gdx_get(gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rkey, size_t remote_offset,
                      size_t len, gdx_request_t **req_p);
+
+/* ---- put with notification ------------------------------------------------------------------------------
+ * gdx_put_notify is a gdx_put that, once every byte is in the peer's buffer, also delivers `value` to the peer
+ * (libfabric's fi_writedata, verbs' WRITE_WITH_IMM, NVSHMEM's put_signal): the peer learns that the data is there
+ * without a message of its own. Arguments, errors and the request are gdx_put's; the request completes as
+ * gdx_put's does. len 0 sends the value alone.
+ *
+ * Delivery: the peer's gdx_ep_notify_poll returns the value only after every byte of its put is in the peer's
+ * buffer, strictly: a put that fails delivers no value (one exception: when the connection breaks after the peer
+ * had every byte and queued the value, but before this side heard so, the value arrives and this side's request
+ * still fails). A small staged put (up to GDX_STAGING_THRESH) carries the value in its one message, so the
+ * notification costs no extra trip; any other put sends the value right after its request completed.
+ *
+ * Order: values of puts that took the same transport of an endpoint (gdx_request_path's transport) arrive in the
+ * order the puts were issued, even when a later put completes first (its value waits for the earlier ones).
+ * Across the transports of one endpoint ("cuda_ipc+shm": GPU memory on one, host memory on the other) there is
+ * no order between the two streams; gdx_ep_notify_poll returns what arrived, oldest arrival first.
+ *
+ * gdx_ep_notify_poll takes up to `max` values that arrived on `ep` (oldest first) and returns how many it wrote
+ * to `values`; gdx_progress is what delivers them. Values wait in this process until taken or until the
+ * endpoint is destroyed: 16 bytes each, NOT bounded (a peer that keeps putting with notification to a process
+ * that never polls grows the queue; a warning is logged once per peer past 2^20 values): poll from the loop that
+ * calls gdx_progress. Returns 0 for a NULL endpoint. */
+gdx_status_t gdx_put_notify(gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rkey, size_t remote_offset,
+                            size_t len, uint64_t value, gdx_request_t **req_p);
+size_t gdx_ep_notify_poll(gdx_ep_t *ep, uint64_t *values, size_t max);
+
 /* Drives every transport and staging copy of the context; returns how many events it processed. */
 unsigned gdx_progress(gdx_context_t *context);
 /* GDX_INPROGRESS, GDX_OK, or the request's error (copy failure, peer gone, refused by the peer). An error

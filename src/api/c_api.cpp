@@ -1,8 +1,7 @@
 // The C API: argument checks, then a call into the C++ layers; no exception crosses this boundary.
 #include "gdx/gdx.h"
 
-#include "api/context.h"
-#include "api/endpoint.h"
+#include "api/handles.h"
 #include "core/error.h"
 
 #include <chrono>
@@ -10,65 +9,8 @@
 #include <cstring>
 #include <new>
 
-struct gdx_config {
-    gdx::Config::Overrides overrides;
-};
-
-struct gdx_context {
-    std::unique_ptr<gdx::Context> impl;
-};
-
-struct gdx_ep {
-    gdx_context *ctx = nullptr;
-    std::unique_ptr<gdx::Endpoint> impl;
-};
-
-struct gdx_mem {
-    gdx_context *ctx = nullptr;
-    std::unique_ptr<gdx::Memory> impl;
-};
-
-struct gdx_rkey {
-    std::unique_ptr<gdx::RemoteKey> impl;
-};
-
-struct gdx_request {
-    gdx::fb::Request req;
-    std::string transport;
-    bool free_when_done = false;
-    static void on_complete(gdx::fb::Request *r) {
-        auto *self = static_cast<gdx_request *>(r->user);
-        if (self->free_when_done) delete self;
-    }
-};
-
-namespace {
-
-// Copies a blob out under the *len contract of gdx_ep_address / gdx_mem_pack.
-gdx_status_t copy_blob(const std::vector<uint8_t> &blob, void *buf, size_t *len, const char *what) {
-    size_t room = *len;
-    *len = blob.size();
-    if (buf == nullptr) return GDX_OK;
-    if (room < blob.size())
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "%s: %zu bytes of room for a %zu-byte blob", what, room,
-                        blob.size());
-    std::memcpy(buf, blob.data(), blob.size());
-    return GDX_OK;
-}
-
-template <typename F> gdx_status_t guarded(const char *what, F &&f) noexcept {
-    try {
-        return f();
-    } catch (const std::bad_alloc &) {
-        return GDX_FAIL(GDX_ERR_NO_MEMORY, "api", "%s: out of memory", what);
-    } catch (const std::exception &e) {
-        return GDX_FAIL(GDX_ERR_INTERNAL, "api", "%s: internal error: %s", what, e.what());
-    } catch (...) {
-        return GDX_FAIL(GDX_ERR_INTERNAL, "api", "%s: internal error", what);
-    }
-}
-
-} // namespace
+using gdx::api::copy_blob;
+using gdx::api::guarded;
 
 extern "C" {
 
@@ -235,9 +177,10 @@ void gdx_rkey_destroy(gdx_rkey_t *rkey) { delete rkey; }
 
 namespace {
 
+// `notify`: gdx_put_notify's value, else nullptr.
 gdx_status_t one_sided(bool is_put, gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rkey,
-                       size_t remote_offset, size_t len, gdx_request_t **req_p) {
-    const char *what = is_put ? "gdx_put" : "gdx_get";
+                       size_t remote_offset, size_t len, gdx_request_t **req_p, const uint64_t *notify = nullptr) {
+    const char *what = !is_put ? "gdx_get" : notify != nullptr ? "gdx_put_notify" : "gdx_put";
     return guarded(what, [&] {
         if (ep == nullptr || mem == nullptr || rkey == nullptr || req_p == nullptr)
             return GDX_FAIL(GDX_ERR_INVALID_PARAM, "api", "%s: NULL argument", what);
@@ -261,8 +204,12 @@ gdx_status_t one_sided(bool is_put, gdx_ep_t *ep, gdx_mem_t *mem, size_t offset,
         req->req.user = req.get();
         gdx::fb::Region *region = mem->impl->region(l.slot);
         const gdx::fb::RemoteRegion &remote = *rkey->impl->remote(lane);
-        gdx_status_t st = is_put ? l.slot->engine->put(*l.ep, *region, offset, remote, remote_offset, len, &req->req)
-                                 : l.slot->engine->get(*l.ep, *region, offset, remote, remote_offset, len, &req->req);
+        gdx::fb::Engine &eng = *l.slot->engine;
+        gdx_status_t st =
+            !is_put ? eng.get(*l.ep, *region, offset, remote, remote_offset, len, &req->req)
+            : notify != nullptr
+                ? eng.put_notify(*l.ep, *region, offset, remote, remote_offset, len, *notify, &req->req)
+                : eng.put(*l.ep, *region, offset, remote, remote_offset, len, &req->req);
         if (st != GDX_OK && st != GDX_INPROGRESS) return st;
         *req_p = req.release();
         return GDX_OK;
@@ -279,6 +226,16 @@ gdx_status_t gdx_put(gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rk
 gdx_status_t gdx_get(gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rkey, size_t remote_offset,
                      size_t len, gdx_request_t **req_p) {
     return one_sided(false, ep, mem, offset, rkey, remote_offset, len, req_p);
+}
+
+gdx_status_t gdx_put_notify(gdx_ep_t *ep, gdx_mem_t *mem, size_t offset, gdx_rkey_t *rkey, size_t remote_offset,
+                            size_t len, uint64_t value, gdx_request_t **req_p) {
+    return one_sided(true, ep, mem, offset, rkey, remote_offset, len, req_p, &value);
+}
+
+size_t gdx_ep_notify_poll(gdx_ep_t *ep, uint64_t *values, size_t max) {
+    if (ep == nullptr || (values == nullptr && max != 0)) return 0;
+    return ep->impl->notify_poll(values, max); // no allocation, nothing that throws
 }
 
 unsigned gdx_progress(gdx_context_t *context) {

@@ -226,6 +226,25 @@ gdx_status_t Endpoint::close() {
     return GDX_OK;
 }
 
+size_t Endpoint::notify_poll(uint64_t *values, size_t max) {
+    size_t n = 0;
+    while (n < max) {
+        // The oldest front among the lanes (an endpoint has a handful at most).
+        Lane *oldest = nullptr;
+        fb::Notification best, front;
+        for (Lane &l : lanes_) {
+            if (l.slot->engine->notify_peek(*l.ep, &front) && (oldest == nullptr || front.seq < best.seq)) {
+                oldest = &l;
+                best = front;
+            }
+        }
+        if (oldest == nullptr) break;
+        oldest->slot->engine->notify_pop(*oldest->ep);
+        values[n++] = best.value;
+    }
+    return n;
+}
+
 // ---- RemoteKey -----------------------------------------------------------------------------------------------
 
 gdx_status_t RemoteKey::unpack(Endpoint &ep, std::span<const uint8_t> blob, std::unique_ptr<RemoteKey> *out) {

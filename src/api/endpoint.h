@@ -56,9 +56,12 @@ class Endpoint {
     gdx_status_t state() const;
     const std::string &transports() const { return lane_names_; }
     std::vector<Lane> &lanes() { return lanes_; }
+    const std::vector<Lane> &lanes() const { return lanes_; }
     bool connected_called() const { return connect_called_; }
     // Releases the engines' state for the lanes; GDX_ERR_BUSY while requests or peer transfers use them.
     gdx_status_t close();
+    // Takes up to `max` notifications that arrived on the lanes, oldest first (merged by arrival across lanes).
+    size_t notify_poll(uint64_t *values, size_t max);
 
   private:
     Context *ctx_ = nullptr;

@@ -22,6 +22,8 @@ const char *ctrl_type_name(CtrlType t) {
     case CtrlType::Ping: return "PING";
     case CtrlType::Pong: return "PONG";
     case CtrlType::Bye: return "BYE";
+    case CtrlType::SmallPutNotify: return "SMALL_PUT_NOTIFY";
+    case CtrlType::Notify: return "NOTIFY";
     }
     return "unknown";
 }
@@ -88,10 +90,12 @@ void encode_ctrl(const CtrlMsg &m, std::vector<uint8_t> *out) {
         w.u64(m.token);
         break;
     case CtrlType::SmallPut:
+    case CtrlType::SmallPutNotify:
         w.u32(0);
         w.u64(m.token);
         w.u64(m.region);
         w.u64(m.offset);
+        if (m.type == CtrlType::SmallPutNotify) w.u64(m.value);
         w.bytes(m.data);
         break;
     case CtrlType::SmallGetReq:
@@ -112,6 +116,10 @@ void encode_ctrl(const CtrlMsg &m, std::vector<uint8_t> *out) {
         w.u64(m.token);
         break;
     case CtrlType::Bye: w.i32(m.status); break;
+    case CtrlType::Notify:
+        w.u32(0);
+        w.u64(m.value);
+        break;
     }
 }
 
@@ -207,10 +215,12 @@ gdx_status_t decode_ctrl(std::span<const uint8_t> in, CtrlMsg *out, std::string 
         m.token = r.u64();
         break;
     case CtrlType::SmallPut:
+    case CtrlType::SmallPutNotify:
         reserved32 = r.u32();
         m.token = r.u64();
         m.region = r.u64();
         m.offset = r.u64();
+        if (m.type == CtrlType::SmallPutNotify) m.value = r.u64();
         m.data = r.bytes(r.remaining());
         m.length = m.data.size();
         break;
@@ -233,6 +243,10 @@ gdx_status_t decode_ctrl(std::span<const uint8_t> in, CtrlMsg *out, std::string 
         m.token = r.u64();
         break;
     case CtrlType::Bye: status = r.i32(); break;
+    case CtrlType::Notify:
+        reserved32 = r.u32();
+        m.value = r.u64();
+        break;
     }
     if (!r.ok()) {
         std::snprintf(buf, sizeof(buf), "%s truncated (%zu bytes)", ctrl_type_name(m.type), in.size());

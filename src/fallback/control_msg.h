@@ -21,6 +21,11 @@
 //   PONG          reserved u32, token u64                     the answer, from the peer's progress
 //   BYE           status i32                                  "I destroyed this endpoint: nothing you wait for
 //                                                              from me will come"
+//   SMALL_PUT_NOTIFY reserved u32, token u64, region u64, offset u64, value u64, data
+//                                                             SMALL_PUT whose target queues `value` for the user
+//                                                             right after its copy succeeded, before DONE
+//   NOTIFY        reserved u32, value u64                     "a put of mine completed: every byte is in your
+//                                                              buffer" (gdx_put_notify's other paths)
 #pragma once
 
 #include "gdx/status.h"
@@ -52,8 +57,10 @@ enum class CtrlType : uint8_t {
     Ping = 12,
     Pong = 13,
     Bye = 14,
+    SmallPutNotify = 15,
+    Notify = 16,
 };
-inline constexpr uint8_t kMaxCtrlType = 14;
+inline constexpr uint8_t kMaxCtrlType = 16;
 const char *ctrl_type_name(CtrlType t);
 
 // One decoded message: the fields its type uses (the others stay zero). Spans point into the received bytes and
@@ -72,6 +79,7 @@ struct CtrlMsg {
     uint64_t length = 0;
     uint64_t addr = 0;      // GRANT: pool base; GET_REQ: landing address
     uint64_t slot_size = 0;
+    uint64_t value = 0;     // SMALL_PUT_NOTIFY, NOTIFY: the user's notification value
     std::vector<uint16_t> slots;
     std::span<const uint8_t> rkey;
     std::span<const uint8_t> data;
@@ -80,6 +88,7 @@ struct CtrlMsg {
 // Bytes of the header plus the fixed part of a SMALL_PUT / SMALL_GET_DATA (the small path's payload room is
 // max_am_bcopy minus this).
 inline constexpr size_t kSmallPutOverhead = 4 + 4 + 24;
+inline constexpr size_t kSmallPutNotifyOverhead = kSmallPutOverhead + 8;
 inline constexpr size_t kSmallGetDataOverhead = 4 + 4 + 8;
 
 void encode_ctrl(const CtrlMsg &m, std::vector<uint8_t> *out);

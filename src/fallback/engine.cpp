@@ -225,6 +225,8 @@ gdx_status_t Engine::create(tp::Interface &iface, const Params &params, mem::Det
     EngineCore &c = *e->core_;
     if ((caps.flags & tp::kCapAmBcopy) != 0 && caps.max_am_bcopy > kSmallPutOverhead)
         c.small_max = std::min<uint64_t>(params.small_thresh, caps.max_am_bcopy - kSmallPutOverhead);
+    if ((caps.flags & tp::kCapAmBcopy) != 0 && caps.max_am_bcopy > kSmallPutNotifyOverhead)
+        c.small_max_notify = std::min<uint64_t>(params.small_thresh, caps.max_am_bcopy - kSmallPutNotifyOverhead);
     if ((caps.flags & tp::kCapAmBcopy) == 0)
         GDX_INFO(kComp, "the %.*s transport has no am_bcopy: only direct fragments can move over it",
                  static_cast<int>(iface.transport_name().size()), iface.transport_name().data());
@@ -356,8 +358,26 @@ gdx_status_t Engine::get(tp::Endpoint &ep, Region &local, size_t local_off, cons
     return submit(false, ep, local, local_off, remote, remote_off, len, req);
 }
 
+gdx_status_t Engine::put_notify(tp::Endpoint &ep, Region &local, size_t local_off, const RemoteRegion &remote,
+                                size_t remote_off, size_t len, uint64_t value, Request *req) {
+    return submit(true, ep, local, local_off, remote, remote_off, len, req, &value);
+}
+
+bool Engine::notify_peek(tp::Endpoint &ep, Notification *out) const {
+    auto it = core_->peers.find(&ep);
+    if (it == core_->peers.end() || it->second->inbox.empty()) return false;
+    *out = it->second->inbox.front();
+    return true;
+}
+
+void Engine::notify_pop(tp::Endpoint &ep) {
+    auto it = core_->peers.find(&ep);
+    if (it != core_->peers.end() && !it->second->inbox.empty()) it->second->inbox.pop();
+}
+
 gdx_status_t Engine::submit(bool is_put, tp::Endpoint &ep, Region &local, size_t local_off,
-                            const RemoteRegion &remote, size_t remote_off, size_t len, Request *req) {
+                            const RemoteRegion &remote, size_t remote_off, size_t len, Request *req,
+                            const uint64_t *notify) {
     EngineCore &c = *core_;
     const char *op = is_put ? "put" : "get";
     if (req == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: null request", op);
@@ -377,12 +397,12 @@ gdx_status_t Engine::submit(bool is_put, tp::Endpoint &ep, Region &local, size_t
                         (local.access() & lneed) == 0 ? "local" : "remote",
                         (local.access() & lneed) == 0 ? (is_put ? "local read" : "local write")
                                                       : (is_put ? "remote write" : "remote read"));
-    if (len == 0) {
+    if (len == 0 && notify == nullptr) { // nothing to move; with a notification the value still goes, in order
         req->status = GDX_OK;
         req->path = PathReport{};
         return GDX_OK;
     }
-    return pipeline_->submit(is_put, c.peer(ep), local, local_off, remote, remote_off, len, req);
+    return pipeline_->submit(is_put, c.peer(ep), local, local_off, remote, remote_off, len, req, notify);
 }
 
 void Engine::on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length) {
@@ -401,7 +421,9 @@ void Engine::on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length)
     case CtrlType::Return: e->target_->on_return(peer, m); break;
     case CtrlType::Filled: e->target_->on_filled(peer, m); break;
     case CtrlType::GetReq: e->target_->on_get_req(peer, m); break;
-    case CtrlType::SmallPut: e->target_->on_small_put(peer, m); break;
+    case CtrlType::SmallPut:
+    case CtrlType::SmallPutNotify: e->target_->on_small_put(peer, m); break;
+    case CtrlType::Notify: peer.inbox.push(m.value, c.stats); break; // the put completed at the peer: bytes here
     case CtrlType::SmallGetReq: e->target_->on_small_get_req(peer, m); break;
     case CtrlType::Grant:
         if (peer.wallet(m.pool).on_grant(m, c.iface.md(), &why) != GDX_OK) c.protocol_error("GRANT", why);
@@ -471,6 +493,7 @@ Stats Engine::stats() const {
         s.slots_lent += p->slots(SlotRole::Target) - p->free_count(SlotRole::Target);
     }
     s.requests_active = pipeline_->active();
+    for (const auto &[ep, link] : core_->peers) s.notify_waiting += link->inbox.size();
     return s;
 }
 

@@ -1,5 +1,5 @@
-// gdx::fb::Engine — the per-fragment staging engine over one transport interface. The entry point for the C API,
-// gdx_perftest and the UCT glue.
+// gdx::fb::Engine — the per-fragment staging engine over one transport interface. Used by the C API (src/api/);
+// gdx_perftest and gdx_info reach it only through gdx.h and gdx_ext.h.
 //
 // A put or get is cut into fragments (GDX_FRAG_SIZE of the memory kind); each fragment independently goes
 //   direct:  the local registration (MemHandle::direct) and the peer's key both say the transport reaches the
@@ -26,6 +26,7 @@
 
 #include "core/config.h"
 #include "fallback/fault_injector.h"
+#include "fallback/notify.h"
 #include "fallback/path_report.h"
 #include "fallback/region.h"
 #include "transport/transport.h"
@@ -109,6 +110,17 @@ class Engine {
                      size_t remote_off, size_t len, Request *req);
     gdx_status_t get(tp::Endpoint &ep, Region &local, size_t local_off, const RemoteRegion &remote,
                      size_t remote_off, size_t len, Request *req);
+    // A put whose `value` the peer's engine queues (notify_peek there) once every byte is in its buffer: with the
+    // data on the small path (SMALL_PUT_NOTIFY, queued right after the copy, before DONE), else by NOTIFY once the
+    // request completed successfully. Nothing is queued for a put that fails. Values reach the peer in the order
+    // the puts were issued on `ep` (notify.h). The request completes as put()'s does. len 0: the value alone, in
+    // order after the earlier ones.
+    gdx_status_t put_notify(tp::Endpoint &ep, Region &local, size_t local_off, const RemoteRegion &remote,
+                            size_t remote_off, size_t len, uint64_t value, Request *req);
+    // The oldest notification that came from the peer behind `ep` and was not taken yet (false when none), and
+    // taking it. Values stay queued, unbounded, until taken or until ep_close.
+    bool notify_peek(tp::Endpoint &ep, Notification *out) const;
+    void notify_pop(tp::Endpoint &ep);
 
     // Drives the transport, the copies and every request; returns how many events it processed.
     unsigned progress();
@@ -127,7 +139,7 @@ class Engine {
   private:
     Engine() = default;
     gdx_status_t submit(bool is_put, tp::Endpoint &ep, Region &local, size_t local_off, const RemoteRegion &remote,
-                        size_t remote_off, size_t len, Request *req);
+                        size_t remote_off, size_t len, Request *req, const uint64_t *notify = nullptr);
     static void on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length);
 
     std::unique_ptr<mem::Detector> own_detector_;

@@ -27,6 +27,7 @@ struct EngineCore {
     FaultInjector fault;
     Stats stats;
     size_t small_max = 0; // largest staged message that takes the small path (0 = none)
+    size_t small_max_notify = 0; // the same for a put with notification (its value takes 8 bytes of the message)
     bool in_progress = false; // inside iface.progress(): control messages are queued, sent after it returns
 
     std::map<uint16_t, std::unique_ptr<BouncePool>> pools;      // by pool id

@@ -95,7 +95,7 @@ void PathReport::merge(const PathReport &o) {
 }
 
 std::string Stats::describe() const {
-    char buf[512];
+    char buf[640];
     std::snprintf(buf, sizeof(buf),
                   "direct %" PRIu64 " B in %" PRIu64 " frags, staged %" PRIu64 " B in %" PRIu64
                   " frags (small %" PRIu64 " B in %" PRIu64 " msgs; local-unreachable %" PRIu64
@@ -103,13 +103,15 @@ std::string Stats::describe() const {
                   " B), copied for peers %" PRIu64 " B, waits pool %" PRIu64 " credit %" PRIu64
                   " (straight into mapped peer slots: %" PRIu64 " frags), copy failures %" PRIu64
                   ", protocol errors %" PRIu64 ", requests ok %" PRIu64
-                  " failed %" PRIu64 " active %" PRIu64 ", slots %" PRIu64 " in use + %" PRIu64 " lent of %" PRIu64,
+                  " failed %" PRIu64 " active %" PRIu64 ", slots %" PRIu64 " in use + %" PRIu64 " lent of %" PRIu64
+                  ", notifications sent %" PRIu64 " (+%" PRIu64 " with the data) received %" PRIu64
+                  " waiting %" PRIu64,
                   bytes_direct, frags_direct, bytes_staged, frags_staged, bytes_small, msgs_small,
                   bytes_staged_by_reason[0], bytes_staged_by_reason[1], bytes_staged_by_reason[2],
                   bytes_staged_by_reason[3], target_bytes_copied, pool_waits, credit_waits, frags_peer_mapped,
                   copy_failures,
                   protocol_errors, requests_completed, requests_failed, requests_active, slots_in_use,
-                  slots_lent, slots_total);
+                  slots_lent, slots_total, notify_sent, notify_small, notify_received, notify_waiting);
     return buf;
 }
 

@@ -76,11 +76,15 @@ struct Stats {
     uint64_t protocol_errors = 0;   // control messages refused on receipt
     uint64_t requests_completed = 0;
     uint64_t requests_failed = 0;
+    uint64_t notify_sent = 0;       // NOTIFY messages: a put with notification completed, its value sent after it
+    uint64_t notify_small = 0;      // values that rode with their data (SMALL_PUT_NOTIFY) and were accepted
+    uint64_t notify_received = 0;   // values the peers' puts delivered here (both kinds)
     // Gauges, read when stats() is called.
     uint64_t slots_total = 0;
     uint64_t slots_in_use = 0;      // initiator slots held by this side's own requests and stage-outs
     uint64_t slots_lent = 0;        // target slots granted to peers (in use or held idle by them)
     uint64_t requests_active = 0;
+    uint64_t notify_waiting = 0;    // values delivered here that the user has not taken yet
 
     std::string describe() const; // one line for logs and tools
 };

@@ -1,9 +1,10 @@
 // PeerLink: the staging engine's state for one transport endpoint (one peer): the queue of control messages the
-// transport could not take yet, the credits the peer granted us (CreditWallet, one per peer pool), and the cached
-// rkey of the peer's landing slots for stage-out puts.
+// transport could not take yet, the credits the peer granted us (CreditWallet, one per peer pool), the cached
+// rkey of the peer's landing slots for stage-out puts, and the notifications of puts with notification, both ways.
 #pragma once
 
 #include "fallback/control_msg.h"
+#include "fallback/notify.h"
 #include "memtype/memory_ops.h"
 #include "transport/transport.h"
 
@@ -115,6 +116,8 @@ class PeerLink {
                               uint8_t **local);
 
     uint32_t users = 0; // requests and peer jobs that refer to this link; ep_close refuses while nonzero
+    NotifyOutbox outbox; // notifications we owe the peer (gdx_put_notify), in issue order (notify.h)
+    NotifyInbox inbox;   // notifications the peer sent us, until the user takes them
 
   private:
     struct Queued {

@@ -9,12 +9,16 @@ namespace gdx::fb {
 StagingPipeline::~StagingPipeline() = default;
 
 gdx_status_t StagingPipeline::submit(bool is_put, PeerLink &peer, Region &local, uint64_t loff,
-                                     const RemoteRegion &remote, uint64_t roff, uint64_t len, Request *req) {
+                                     const RemoteRegion &remote, uint64_t roff, uint64_t len, Request *req,
+                                     const uint64_t *notify) {
     const tp::Capabilities &caps = core_.iface.caps();
     uint64_t frag = std::min(core_.params.frag_size(local.info().kind), remote.frag_size());
     uint64_t max_op = is_put ? caps.max_put : caps.max_get;
+    // The value of a put with notification takes 8 bytes of the small path's message.
+    const uint64_t small_max = notify != nullptr ? core_.small_max_notify : core_.small_max;
+    const bool small = len != 0 && len <= small_max;
     // A message that fits the small path is decided as one piece: staged, it is one active message.
-    if (len <= core_.small_max) frag = std::max<uint64_t>(len, 1);
+    if (small) frag = len;
     if (max_op != 0) frag = std::min(frag, max_op);
     uint64_t nfrags = (len + frag - 1) / frag;
     if (nfrags > UINT32_MAX)
@@ -56,12 +60,18 @@ gdx_status_t StagingPipeline::submit(bool is_put, PeerLink &peer, Region &local,
     ++peer.users;
     by_id_[op.id] = &op;
     active_.push_back(&op);
-    if (len <= core_.small_max) {
-        decide(op);
-        if (op.pending_local_staged || op.pending_remote_staged) {
-            send_small(op);
-            return GDX_INPROGRESS;
-        }
+    if (small) decide(op);
+    const bool staged_small = small && (op.pending_local_staged || op.pending_remote_staged);
+    if (notify != nullptr) {
+        op.notify = true;
+        op.notify_value = *notify;
+        // Riding with the data keeps issue order only when no earlier notification to this peer is still owed.
+        op.notify_embedded = staged_small && peer.outbox.empty();
+        peer.outbox.add(op.id, op.notify_value, op.notify_embedded);
+    }
+    if (staged_small) {
+        send_small(op);
+        return GDX_INPROGRESS;
     }
     advance(op); // the first fragments leave now, not at the next progress()
     return GDX_INPROGRESS;
@@ -519,6 +529,8 @@ void StagingPipeline::complete(Op &op) {
     if (st != GDX_OK) op.req->error = describe_failure(op, st);
     op.req->op_ = nullptr;
     ++(st == GDX_OK ? core_.stats.requests_completed : core_.stats.requests_failed);
+    // Completion means every byte is at the peer: now the peer may be told (in issue order, notify.h).
+    if (op.notify) op.peer->outbox.complete(*op.peer, op.id, st == GDX_OK, core_.stats);
     --op.local->busy;
     --op.peer->users;
     by_id_.erase(op.id);

@@ -86,6 +86,9 @@ struct Op {
     bool needs_flush = false; // some bytes went straight into the peer's memory: flush before completing
     bool flush_issued = false;
     bool small_sent = false;
+    bool notify = false;          // gdx_put_notify: the peer is told notify_value once every byte is there
+    bool notify_embedded = false; // ... by the SMALL_PUT_NOTIFY itself (else NOTIFY after completion: notify.h)
+    uint64_t notify_value = 0;
     gdx_status_t status = GDX_OK;
 };
 
@@ -94,8 +97,9 @@ class StagingPipeline {
     explicit StagingPipeline(EngineCore &core) : core_(core) {}
     ~StagingPipeline();
 
+    // `notify`: a put with notification (its value), else nullptr.
     gdx_status_t submit(bool is_put, PeerLink &peer, Region &local, uint64_t loff, const RemoteRegion &remote,
-                        uint64_t roff, uint64_t len, Request *req);
+                        uint64_t roff, uint64_t len, Request *req, const uint64_t *notify = nullptr);
     unsigned progress();
     size_t active() const { return active_.size(); }
     bool uses_peer(const PeerLink &p) const;

@@ -28,7 +28,8 @@ void StagingPipeline::send_small(Op &op) {
     m.offset = op.roff;
     std::vector<uint8_t> data;
     if (op.is_put) {
-        m.type = CtrlType::SmallPut;
+        m.type = op.notify_embedded ? CtrlType::SmallPutNotify : CtrlType::SmallPut;
+        m.value = op.notify_value;
         data.resize(op.len);
         gdx_status_t st = core_.copy_sync(data.data(), op.local->ptr(op.loff), op.len, op.local->info().kind,
                                           op.local->info().device, mem::CopyDir::ToHost);

@@ -235,12 +235,15 @@ bool StagingTarget::step(StageOutJob &j) {
 
 void StagingTarget::on_small_put(PeerLink &peer, const CtrlMsg &m) {
     gdx_status_t st = GDX_OK;
-    Region *r = check_region(m, tp::kAccessRemoteWrite, "SMALL_PUT", &st);
+    Region *r = check_region(m, tp::kAccessRemoteWrite, ctrl_type_name(m.type), &st);
     if (r != nullptr) {
         st = core_.copy_sync(r->ptr(m.offset), m.data.data(), m.length, r->info().kind, r->info().device,
                              mem::CopyDir::ToDevice, true);
         core_.stats.target_bytes_copied += m.length;
     }
+    // The copy is synchronous: the bytes are in the buffer, so the value may be seen now; a refused or failed
+    // copy delivers nothing. Queued before DONE, which is what lets the initiator release later notifications.
+    if (st == GDX_OK && m.type == CtrlType::SmallPutNotify) peer.inbox.push(m.value, core_.stats);
     answer_done(peer, m.token, st, kNoSlot, kNoSlot, false);
 }
 

@@ -1,7 +1,8 @@
 // The CUDA driver API, opened at run time: dlopen("libcuda.so.1"), then every entry point through
 // cuGetProcAddress at the ABI of the cuda.h gdx was built with. Nothing links libcuda, so every gdx binary
-// runs on a machine without a GPU. Only the memtype layer and transports that must speak CUDA (CUDA IPC)
-// include this header; everything else goes through the memory ops table (memory_ops.h).
+// runs on a machine without a GPU. Only the memtype layer, transports that must speak CUDA (CUDA IPC) and
+// src/api's gdx_ext.h files (the tools' test buffers, device and topology listings) include this header;
+// everything else goes through the memory ops table (memory_ops.h).
 #pragma once
 
 #if GDX_HAVE_CUDA_H

@@ -1,6 +1,7 @@
 // The public C API end to end: contexts, endpoints from address blobs, registration and keys, put/get with
 // requests and their path reports; first two contexts in this process, then two processes over tcp (staging_peer
 // exec'd) with direct, staged, mixed and failing transfers. Host memory only: the GPU set is test_staging_gpu.
+#include "capi_pair.h"
 #include "gdx/gdx.h"
 #include "transport/transport.h"
 #include "two_process.h"
@@ -14,73 +15,6 @@
 
 namespace gdx::test {
 namespace {
-
-bool have_tcp() { return tp::find_component("tcp") != nullptr; }
-
-// Two contexts in this process, one endpoint each, connected.
-class CApiPair : public ::testing::Test {
-  protected:
-    gdx_context_t *c[2] = {};
-    gdx_ep_t *e[2] = {};
-    std::vector<uint8_t> mem[2];
-    gdx_mem_t *m[2] = {};
-    gdx_rkey_t *k[2] = {}; // k[i]: side i's key of the other side's memory
-
-    void SetUp() override {
-        if (!have_tcp()) GTEST_SKIP() << "no tcp transport in this build";
-    }
-    void open(const char *tls) {
-        for (int i = 0; i < 2; ++i) {
-            gdx_config_t *cfg = nullptr;
-            ASSERT_EQ(gdx_config_create(&cfg), GDX_OK);
-            ASSERT_EQ(gdx_config_set(cfg, "GDX_TLS", tls), GDX_OK);
-            ASSERT_EQ(gdx_context_create(cfg, &c[i]), GDX_OK) << gdx_last_error();
-            gdx_config_destroy(cfg);
-            ASSERT_EQ(gdx_ep_create(c[i], &e[i]), GDX_OK) << gdx_last_error();
-        }
-        for (int i = 0; i < 2; ++i) {
-            std::vector<uint8_t> a = address(e[1 - i]);
-            ASSERT_EQ(gdx_ep_connect(e[i], a.data(), a.size()), GDX_OK) << gdx_last_error();
-        }
-        ASSERT_TRUE(run([&] { return gdx_ep_state(e[0]) != GDX_INPROGRESS && gdx_ep_state(e[1]) != GDX_INPROGRESS; }));
-        ASSERT_EQ(gdx_ep_state(e[0]), GDX_OK);
-        ASSERT_EQ(gdx_ep_state(e[1]), GDX_OK);
-        for (int i = 0; i < 2; ++i) {
-            mem[i].resize(1 << 20);
-            fill_pattern(mem[i].data(), mem[i].size(), 10 + i);
-            ASSERT_EQ(gdx_mem_reg(c[i], mem[i].data(), mem[i].size(), GDX_ACCESS_ALL, &m[i]), GDX_OK);
-        }
-        for (int i = 0; i < 2; ++i) {
-            size_t n = 0;
-            ASSERT_EQ(gdx_mem_pack(m[1 - i], nullptr, &n), GDX_OK);
-            std::vector<uint8_t> key(n);
-            ASSERT_EQ(gdx_mem_pack(m[1 - i], key.data(), &n), GDX_OK);
-            ASSERT_EQ(gdx_rkey_unpack(e[i], key.data(), key.size(), &k[i]), GDX_OK) << gdx_last_error();
-        }
-    }
-    static std::vector<uint8_t> address(gdx_ep_t *ep) {
-        size_t n = 0;
-        EXPECT_EQ(gdx_ep_address(ep, nullptr, &n), GDX_OK);
-        std::vector<uint8_t> a(n);
-        EXPECT_EQ(gdx_ep_address(ep, a.data(), &n), GDX_OK);
-        return a;
-    }
-    template <typename F> bool run(F done) {
-        for (long i = 0; i < 20000000 && !done(); ++i) {
-            gdx_progress(c[0]);
-            gdx_progress(c[1]);
-        }
-        return done();
-    }
-    void TearDown() override {
-        for (int i = 0; i < 2; ++i) {
-            gdx_rkey_destroy(k[i]);
-            EXPECT_EQ(gdx_ep_destroy(e[i]), GDX_OK); // NULL: nothing to do, GDX_OK
-            EXPECT_EQ(gdx_mem_dereg(m[i]), GDX_OK);
-            gdx_context_destroy(c[i]);
-        }
-    }
-};
 
 TEST_F(CApiPair, PutAndGetOverTcpReportTheirPath) {
     open("tcp");

@@ -33,6 +33,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!m.data.empty()) require(m.data.data() >= data && m.data.data() + m.data.size() <= data + size);
     if (m.type == CtrlType::Grant) require(m.slots.size() == m.count);
     if (m.type == CtrlType::Return) require(m.slots.size() == m.count);
+    // Only the two notification types carry a value; a small put's length is its data (the handlers copy
+    // m.length bytes of m.data, so a mismatch would read past the message).
+    const bool notify = m.type == CtrlType::SmallPutNotify || m.type == CtrlType::Notify;
+    if (!notify) require(m.value == 0);
+    if (m.type == CtrlType::SmallPut || m.type == CtrlType::SmallPutNotify) require(m.length == m.data.size());
+    if (m.type == CtrlType::Notify) require(m.data.empty() && m.rkey.empty() && m.token == 0 && m.region == 0);
     // Round trip: the encoder writes exactly what was accepted (reserved fields zero, nothing dropped).
     std::vector<uint8_t> again;
     encode_ctrl(m, &again);

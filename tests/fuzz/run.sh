@@ -58,6 +58,8 @@ ctrl = {
     'small_put': c(9, struct.pack('<IQQQ', 0, 9, 0x1234, 0) + b'data'),
     'ping': c(12, struct.pack('<IQ', 0, 77)),
     'bye': c(14, struct.pack('<i', -9)),
+    'small_put_notify': c(15, struct.pack('<IQQQQ', 0, 9, 0x1234, 0, 0xfeed) + b'data'),
+    'notify': c(16, struct.pack('<IQ', 0, 0xfeed)),
 }
 for n, b in ctrl.items():
     open(os.path.join(d, 'ctrl', 'seed-' + n), 'wb').write(b)

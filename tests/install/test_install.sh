@@ -14,8 +14,13 @@ pc=$(find "$p" -name gdx.pc | head -1)
 [ -n "$pc" ] || fail "no gdx.pc installed"
 cat > "$tmp/app.c" <<'C'
 #include <gdx/gdx.h>
+#include <gdx/gdx_ext.h>
 #include <stdio.h>
-int main(void) { printf("consumer: gdx %d.%d\n", GDX_VERSION_MAJOR, GDX_VERSION_MINOR); return 0; }
+int main(void) {
+    printf("consumer: gdx %d.%d\n", GDX_VERSION_MAJOR, GDX_VERSION_MINOR);
+    /* The tools' extension header is installed with the others and is C; a NULL endpoint has no notifications. */
+    return gdx_ext_config_count() > 0 && gdx_ep_notify_poll(NULL, NULL, 0) == 0 ? 0 : 1;
+}
 C
 export PKG_CONFIG_PATH="$(dirname "$pc")"
 flags=$(pkg-config --cflags --libs gdx) || fail "pkg-config --cflags --libs gdx"

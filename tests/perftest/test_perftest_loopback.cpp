@@ -1,6 +1,6 @@
-// gdx_perftest end to end on this machine: --loopback over tcp with host memory, every test, a few sizes,
-// --validate. The data must match, the JSON must hold every row with its path and no NaN, and a corrupted
-// transfer must be caught with its offset. No timing is asserted.
+// gdx_perftest end to end on this machine: --loopback over tcp and shm with host memory, every test, a few sizes,
+// --validate, gdx's own path and forced staging. The data must match, the JSON must hold every row with its path
+// and no NaN, and a corrupted transfer must be caught with its offset. No timing is asserted.
 #include "perftest_run.h"
 
 #define BOOST_BIND_GLOBAL_PLACEHOLDERS // property_tree includes boost/bind.hpp, which otherwise prints a note
@@ -86,7 +86,7 @@ TEST(PerftestLoopback, TcpHostMemoryAllTestsValidatedWithJson) {
         const double bw = row.get<double>("bw_GBps");
         EXPECT_GT(bw, 0) << test << " " << size;
         EXPECT_GT(row.get<double>("msg_rate_Mps"), 0) << test << " " << size;
-        if (test == "put_lat" || test == "am_lat") {
+        if (test == "put_lat") {
             EXPECT_GT(row.get<double>("lat_us.avg"), 0) << test << " " << size;
             EXPECT_LE(row.get<double>("lat_us.min"), row.get<double>("lat_us.p50"));
             EXPECT_LE(row.get<double>("lat_us.p50"), row.get<double>("lat_us.max"));
@@ -95,7 +95,7 @@ TEST(PerftestLoopback, TcpHostMemoryAllTestsValidatedWithJson) {
         }
     }
     std::set<std::pair<std::string, uint64_t>> want;
-    for (const char *t : {"put_bw", "get_bw", "am_bw", "put_lat", "am_lat"})
+    for (const char *t : {"put_bw", "get_bw", "put_lat"})
         for (uint64_t s : {8u, 4096u, 65536u}) want.insert({t, s});
     EXPECT_EQ(seen, want) << text;
 }
@@ -110,10 +110,42 @@ TEST(PerftestLoopback, CorruptedTransferIsCaughtWithItsOffset) {
     r = run(kTopo + " GDX_PERFTEST_CORRUPT_AT=7", "--loopback -x tcp -t get_bw -s 64 -n 3 --validate");
     EXPECT_EQ(r.status, 3) << r.out;
     EXPECT_TRUE(has(r.out, "first bad byte at offset 7 of the 64-byte message")) << r.out;
+    // put_lat: the server checks each ping it echoes; the client checks each echo.
+    r = run(kTopo + " GDX_PERFTEST_CORRUPT_AT=3", "--loopback -x shm -t put_lat -s 16 -n 3 -w 0 --validate");
+    EXPECT_EQ(r.status, 3) << r.out;
+    EXPECT_TRUE(has(r.out, "data validation failed at the receiver (put_lat 16")) << r.out;
+    EXPECT_TRUE(has(r.out, "first bad byte at offset 3 of the 16-byte message")) << r.out;
+}
+
+TEST(PerftestLoopback, ShmWithGdxsPathAndForcedStagingIsValidatedAndSaysItsPath) {
+    // gdx_put's own choice (shm between processes of one host), then every fragment staged: put_lat's
+    // notification rides with the small staged put and follows the large ones.
+    auto r = run(kTopo, "--loopback -x shm -t all -s 8,64K,1M -n 5 -w 1 --validate --no-decisions --csv");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_TRUE(has(r.out, "put_lat,8,5,")) << r.out;
+    EXPECT_TRUE(has(r.out, ",shm,")) << r.out;
+    EXPECT_TRUE(has(r.out, "\"direct[host->host] 100.0%\"")) << r.out;
+    r = run(kTopo, "--loopback -x shm -t all -s 8,64K,1M -n 5 -w 1 --validate --no-decisions --path staged --csv");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_TRUE(has(r.out, "put_lat,8,5,")) << r.out;
+    EXPECT_TRUE(has(r.out, "staged-small[local+remote; fault-injected] 100.0%")) << r.out;
+    EXPECT_TRUE(has(r.out, "staged[frag 512K depth 4 local+remote")) << r.out;
+    EXPECT_FALSE(has(r.out, "direct[")) << "--path staged took a direct path: " << r.out;
+}
+
+TEST(PerftestLoopback, MixedPathsAreTalliedPerRow) {
+    // Every other fragment staged: one-fragment messages alternate between direct and staged requests, and the
+    // row names both with their counts; a 1M message (two fragments of 512K) mixes within each request.
+    auto r = run(kTopo + " GDX_FAULT_P2P_EVERY=2",
+                 "--loopback -x tcp -t put_bw,put_lat -s 8,1M -n 4 -w 0 -W 2 --validate --no-decisions --csv");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_TRUE(has(r.out, "(x")) << "a row of alternating paths names each with its count: " << r.out;
+    EXPECT_TRUE(has(r.out, "direct[host->host] 50.0% + staged[frag 512K depth 4 local+remote; fault-injected] 50.0%"))
+        << r.out;
 }
 
 TEST(PerftestLoopback, CsvHasHeaderAndOneLinePerRow) {
-    auto r = run(kTopo, "--loopback -x tcp -m host -M host -t put_bw,am_lat -s 8,1K -n 5 --csv", "2>/dev/null");
+    auto r = run(kTopo, "--loopback -x tcp -m host -M host -t put_bw,put_lat -s 8,1K -n 5 --csv", "2>/dev/null");
     ASSERT_EQ(r.status, 0) << r.out;
     std::istringstream in(r.out);
     std::string line;
@@ -122,7 +154,7 @@ TEST(PerftestLoopback, CsvHasHeaderAndOneLinePerRow) {
     ASSERT_EQ(lines.size(), 5u) << r.out;
     EXPECT_EQ(lines[0].rfind("test,size,iterations,", 0), 0u) << lines[0];
     EXPECT_EQ(lines[1].rfind("put_bw,8,5,", 0), 0u) << lines[1];
-    EXPECT_EQ(lines[4].rfind("am_lat,1024,5,", 0), 0u) << lines[4];
+    EXPECT_EQ(lines[4].rfind("put_lat,1024,5,", 0), 0u) << lines[4];
     for (const auto &l : lines) EXPECT_FALSE(has(l, "nan")) << l;
 }
 
@@ -174,7 +206,7 @@ TEST(PerftestMpirun, TwoRanksRunAndTheServersRefusalReachesTheClient) {
         r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
         return r;
     };
-    auto r = launch("-x tcp -t put_bw,am_lat -s 8,4K -n 5 --validate --no-decisions");
+    auto r = launch("-x tcp -t put_bw,put_lat -s 8,4K -n 5 --validate --no-decisions");
     ASSERT_EQ(r.status, 0) << r.out;
     EXPECT_TRUE(has(r.out, "# tcp on ")) << r.out;
     EXPECT_TRUE(has(r.out, "(validated)")) << r.out;
