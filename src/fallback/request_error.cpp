@@ -40,7 +40,10 @@ std::string StagingPipeline::describe_failure(const Op &op, gdx_status_t st) con
     std::snprintf(buf, sizeof(buf), "%s of %" PRIu64 " bytes (%" PRIu64 " direct, %" PRIu64 " staged so far) failed: %s%s%s",
                   op.is_put ? "put" : "get", op.len, op.req->path.bytes_direct, op.req->path.bytes_staged,
                   gdx_status_string(st), *m ? ": " : "", m);
-    return buf;
+    std::string text = buf;
+    // The peer was given up by staging: say what happened to it (silent and for what, or its BYE).
+    if (op.peer->dead() && op.peer->failure() == st) text += " (staging: " + op.peer->dead_why() + ")";
+    return text;
 }
 
 } // namespace gdx::fb
