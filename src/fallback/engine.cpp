@@ -378,6 +378,12 @@ void Engine::on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length)
     CtrlMsg m;
     std::string why;
     gdx_status_t st = ep == nullptr ? GDX_ERR_PROTOCOL : decode_ctrl({static_cast<const uint8_t *>(data), length}, &m, &why);
+    if (st == GDX_ERR_UNSUPPORTED) {
+        // Another version of the control protocol: nothing it sends can be read, nothing we send will be. Give the
+        // peer up now, with that reason, rather than refuse message after message or wait for a timeout.
+        c.peer(*ep).declare_dead(GDX_ERR_UNSUPPORTED, why);
+        return;
+    }
     if (st != GDX_OK) {
         c.protocol_error("a control message", ep == nullptr ? "no endpoint" : why);
         return;
@@ -470,7 +476,8 @@ void Engine::reclaim_peer(PeerLink &link) {
         return;
     }
     const gdx_status_t st = link.failure();
-    // One line per peer, at the level it deserves: a peer that said goodbye is news, a silent one an error.
+    // One line per peer, at the level it deserves: a peer that said goodbye is news, a silent or incompatible
+    // one an error.
     fail(st, st == GDX_ERR_CONNECTION_RESET ? log::Level::Info : log::Level::Error, "staging",
          "peer declared dead for staging: %s; its outstanding staged work fails with %s; the %u slots of our "
          "bounce pools it holds come back when the endpoint to it is destroyed",

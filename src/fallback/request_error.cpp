@@ -28,6 +28,8 @@ const char *meaning(gdx_status_t st, bool is_put) {
     case GDX_ERR_PROTOCOL: return "the peer sent a malformed or unexpected message about it";
     case GDX_ERR_NO_MEMORY: return "out of memory while serving it";
     case GDX_ERR_DRIVER: return "the CUDA driver or the verbs provider refused a copy or transfer";
+    case GDX_ERR_UNSUPPORTED:
+        return "the peer speaks another version of the staging protocol, or cannot serve this staged transfer";
     default: return "";
     }
 }
