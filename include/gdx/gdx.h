@@ -80,14 +80,19 @@ gdx_status_t gdx_ep_create(gdx_context_t *context, gdx_ep_t **ep_p);
 gdx_status_t gdx_ep_address(const gdx_ep_t *ep, void *buf, size_t *len);
 /* Validates the peer's blob, picks the transport(s) and starts connecting (both sides must call it). */
 gdx_status_t gdx_ep_connect(gdx_ep_t *ep, const void *peer_address, size_t len);
-/* GDX_OK once connected, GDX_INPROGRESS while connecting (call gdx_progress), or the error that broke it. */
+/* GDX_OK once connected, GDX_INPROGRESS while connecting (call gdx_progress), or the error that broke it: also
+ * GDX_ERR_TIMEOUT when the peer stayed silent for GDX_PEER_TIMEOUT while this side waited on it (as initiator or
+ * as target of its staged transfers), GDX_ERR_CONNECTION_RESET when it destroyed its endpoint or gave this side
+ * up, GDX_ERR_UNSUPPORTED when it runs an incompatible staging protocol. Such an endpoint is done: destroy it
+ * (that also returns what was lent to the peer). */
 gdx_status_t gdx_ep_state(const gdx_ep_t *ep);
 /* The transports the endpoint uses after gdx_ep_connect ("tcp", "cuda_ipc+shm"); "" before. */
 const char *gdx_ep_transports(const gdx_ep_t *ep);
 /* GDX_ERR_BUSY (nothing destroyed; retry after gdx_progress) while this process's requests, or copy-outs and
- * stage-outs it performs for the peer's staged transfers, still use it. A peer's staged transfer this side has not
- * yet been told about (its data still on the way) does not make it busy: destroying tells the peer, whose request
- * then fails with GDX_ERR_CONNECTION_RESET; nothing is written after. */
+ * stage-outs it performs for the peer's staged transfers, still use it; for a peer that stopped, that ends within
+ * GDX_PEER_TIMEOUT. A peer's staged transfer this side has not yet been told about (its data still on the way)
+ * does not make it busy: destroying tells the peer, whose request then fails with GDX_ERR_CONNECTION_RESET;
+ * nothing is written after. */
 gdx_status_t gdx_ep_destroy(gdx_ep_t *ep);
 
 /* Registers [addr, addr+len): host, pinned, CUDA device, managed or VMM memory (detected). Memory no transport

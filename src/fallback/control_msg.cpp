@@ -141,7 +141,12 @@ gdx_status_t decode_ctrl(std::span<const uint8_t> in, CtrlMsg *out, std::string 
     uint8_t type = r.u8();
     uint16_t reserved = r.u16();
     if (!r.ok()) return bad("shorter than the control header", in.size());
-    if (version != kCtrlVersion) return bad("unsupported control version", version);
+    if (version != kCtrlVersion) {
+        std::snprintf(buf, sizeof(buf), "protocol version mismatch: peer %u, we %u (control messages of staging; "
+                      "both sides must run compatible gdx builds)", version, kCtrlVersion);
+        *why = buf;
+        return GDX_ERR_UNSUPPORTED;
+    }
     if (type == 0 || type > kMaxCtrlType) return bad("unknown control type", type);
     if (reserved != 0) return bad("reserved header field not zero", reserved);
     CtrlMsg m;

@@ -37,7 +37,12 @@
 
 namespace gdx::fb {
 
-inline constexpr uint8_t kCtrlVersion = 1;
+// 1: WANT..SMALL_GET_DATA (and, late in its life, PING/PONG/BYE under the same number, which a peer built
+//    before them refused as unknown types). 2: PING/PONG/BYE, BYE's status says why (GDX_ERR_TIMEOUT: the
+//    sender declared us dead), and a granted slot not filled is waited on by the target. A message of another
+//    version is refused with GDX_ERR_UNSUPPORTED ("protocol version mismatch: peer X, we Y"), and the engine
+//    gives that peer up at its first message instead of misreading it.
+inline constexpr uint8_t kCtrlVersion = 2;
 inline constexpr uint16_t kNoSlot = 0xFFFF;
 inline constexpr size_t kMaxCtrlSlots = 1024; // slots named by one GRANT/RETURN
 inline constexpr size_t kMaxCtrlRkey = 1024;  // transport rkey bytes carried by GRANT/GET_REQ
@@ -92,7 +97,9 @@ inline constexpr size_t kSmallPutNotifyOverhead = kSmallPutOverhead + 8;
 inline constexpr size_t kSmallGetDataOverhead = 4 + 4 + 8;
 
 void encode_ctrl(const CtrlMsg &m, std::vector<uint8_t> *out);
-// GDX_ERR_PROTOCOL with *why (the field and its value) when the bytes are not a well-formed message.
+// GDX_ERR_PROTOCOL with *why (the field and its value) when the bytes are not a well-formed message;
+// GDX_ERR_UNSUPPORTED with *why "protocol version mismatch: peer X, we Y" when the header names another version
+// (the rest is not read: its layout is that version's).
 gdx_status_t decode_ctrl(std::span<const uint8_t> in, CtrlMsg *out, std::string *why);
 
 } // namespace gdx::fb

@@ -12,10 +12,12 @@ namespace {
 constexpr const char *kComp = "fallback";
 }
 
-CreditGrantor::CreditGrantor(BouncePool &pool) : pool_(pool), owner_(pool.nslots(), nullptr), filling_(pool.nslots(), 0) {}
+CreditGrantor::CreditGrantor(BouncePool &pool)
+    : pool_(pool), owner_(pool.nslots(), nullptr), filling_(pool.nslots(), 0), fresh_(pool.nslots(), 0) {}
 
 void CreditGrantor::on_want(PeerLink &p, unsigned count) {
     Account &a = accounts_[&p];
+    if (a.dead) return; // given up (the engine no longer reads it either): nothing more is lent to it
     a.want = std::min(count, pool_.target_slots());
     a.recalled = false;
     if (a.held < a.want) enqueue(p, a);
@@ -57,12 +59,23 @@ gdx_status_t CreditGrantor::begin_fill(PeerLink &p, unsigned slot, std::string *
         return GDX_ERR_PROTOCOL;
     }
     filling_[slot] = 1;
+    if (fresh_[slot] != 0) {
+        fresh_[slot] = 0;
+        --accounts_[&p].fresh;
+    }
     return GDX_OK;
 }
 
 bool CreditGrantor::end_fill(PeerLink &p, unsigned slot) {
     filling_[slot] = 0;
     Account &a = accounts_[&p];
+    if (a.dead) {
+        // Given up while this copy-out ran. The peer wrote this slot and announced it (FILLED): it touches it no
+        // more, so it comes back now, unlike the slots it still holds (reclaim).
+        release(slot, a);
+        serve_waiters();
+        return false;
+    }
     bool keep = a.held <= a.want && !others_waiting(p);
     if (!keep) {
         release(slot, a);
@@ -77,11 +90,41 @@ void CreditGrantor::forget(PeerLink &p) {
         if (owner_[s] != &p) continue;
         owner_[s] = nullptr;
         filling_[s] = 0;
+        fresh_[s] = 0;
         pool_.release(s);
     }
     waiters_.erase(std::remove(waiters_.begin(), waiters_.end(), &p), waiters_.end());
     accounts_.erase(&p);
     serve_waiters();
+}
+
+unsigned CreditGrantor::reclaim(PeerLink &p) {
+    auto it = accounts_.find(&p);
+    if (it == accounts_.end() || it->second.dead) return 0;
+    Account &a = it->second;
+    unsigned quarantined = 0;
+    for (unsigned s = 0; s < owner_.size(); ++s) {
+        if (owner_[s] != &p) continue;
+        if (fresh_[s] != 0) {
+            fresh_[s] = 0;
+            --a.fresh;
+        }
+        if (filling_[s] == 0) ++quarantined;
+    }
+    waiters_.erase(std::remove(waiters_.begin(), waiters_.end(), &p), waiters_.end());
+    a.dead = true;
+    a.queued = a.recalled = false;
+    a.want = 0;
+    serve_waiters();
+    return quarantined;
+}
+
+bool CreditGrantor::owes(const PeerLink &p) const {
+    auto it = accounts_.find(const_cast<PeerLink *>(&p));
+    if (it == accounts_.end() || it->second.dead) return false;
+    const Account &a = it->second;
+    // A recall is a wait only while the peer it was made for still waits (recalled stays set until RETURN).
+    return a.fresh > 0 || (a.recalled && a.held > 0 && others_waiting(p));
 }
 
 void CreditGrantor::enqueue(PeerLink &p, Account &a) {
@@ -112,6 +155,8 @@ void CreditGrantor::serve_waiters() {
         }
         int s = pool_.acquire(SlotRole::Target);
         owner_[s] = p;
+        fresh_[s] = 1;
+        ++a.fresh;
         ++a.held;
         batch[p].push_back(static_cast<uint16_t>(s));
         if (a.held < a.want)
@@ -125,7 +170,7 @@ void CreditGrantor::serve_waiters() {
 void CreditGrantor::recall_idle(const PeerLink &waiter) {
     if (pool_.free_count(SlotRole::Target) > 0) return;
     for (auto &[q, a] : accounts_) {
-        if (q == &waiter || a.held == 0 || a.recalled) continue;
+        if (q == &waiter || a.held == 0 || a.recalled || a.dead) continue;
         a.recalled = true;
         CtrlMsg m;
         m.type = CtrlType::Recall;
@@ -137,6 +182,10 @@ void CreditGrantor::recall_idle(const PeerLink &waiter) {
 
 void CreditGrantor::release(unsigned slot, Account &a) {
     owner_[slot] = nullptr;
+    if (fresh_[slot] != 0) {
+        fresh_[slot] = 0;
+        --a.fresh;
+    }
     --a.held;
     if (a.held == 0) a.recalled = false;
     pool_.release(slot);

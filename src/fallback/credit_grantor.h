@@ -36,13 +36,25 @@ class CreditGrantor {
     bool end_fill(PeerLink &p, unsigned slot);
     // The peer's endpoint is closing: every slot it holds comes back (none may be filling).
     void forget(PeerLink &p);
+    // The peer was declared dead (or its transport failed): it is owed nothing more (no grant, no wait on it).
+    // A slot being copied out comes back when the copy ends (end_fill): the peer announced it and touches it no
+    // more. Every other slot it holds stays quarantined until its endpoint is destroyed (forget): a stopped peer
+    // that resumes may finish a write it had started into one (its copy into our mapped slot, the rest of a
+    // transport put), which must not land on another peer's fragment. Returns how many are quarantined.
+    unsigned reclaim(PeerLink &p);
+    // True while the target waits on p for slots (the silence clock runs, PeerLink::kWaitLentSlots): p holds
+    // slots it asked for (WANT) and has not filled since they were granted, or holds slots we recalled because
+    // another peer waits. Slots it filled and keeps (DONE keep=1) are not a wait: an idle peer may hold them.
+    bool owes(const PeerLink &p) const;
 
   private:
     struct Account {
         unsigned held = 0;
         unsigned want = 0;
+        unsigned fresh = 0; // held slots granted and not filled since
         bool queued = false;
         bool recalled = false;
+        bool dead = false; // reclaimed: nothing is granted or owed; slots come back at end_fill and forget
     };
     void enqueue(PeerLink &p, Account &a);
     void serve_waiters();
@@ -54,6 +66,7 @@ class CreditGrantor {
     BouncePool &pool_;
     std::vector<PeerLink *> owner_;   // per slot
     std::vector<uint8_t> filling_;    // per slot: a copy-out runs from it
+    std::vector<uint8_t> fresh_;      // per slot: granted, not filled since (Account::fresh)
     std::deque<PeerLink *> waiters_;
     std::unordered_map<PeerLink *, Account> accounts_;
 };

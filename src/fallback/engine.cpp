@@ -177,19 +177,6 @@ int64_t now_ns() {
     return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// BYE straight through the transport (the link, if any, is about to go): best effort, logged at debug.
-void say_bye(tp::Endpoint &ep, uint8_t am_id) {
-    gdx_status_t st = ep.state();
-    if (st != GDX_OK) return; // not connected, or already broken: the peer learns from the transport
-    CtrlMsg bye;
-    bye.type = CtrlType::Bye;
-    bye.status = GDX_ERR_CONNECTION_RESET;
-    std::vector<uint8_t> bytes;
-    encode_ctrl(bye, &bytes);
-    st = ep.am_bcopy(am_id, bytes.data(), bytes.size());
-    if (st != GDX_OK) GDX_DEBUG("staging", "BYE not sent (%s): the peer's silence clock will tell it", gdx_status_string(st));
-}
-
 } // namespace
 
 namespace {
@@ -410,12 +397,25 @@ void Engine::on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length)
     EngineCore &c = *e->core_;
     CtrlMsg m;
     std::string why;
-    if (ep == nullptr || decode_ctrl({static_cast<const uint8_t *>(data), length}, &m, &why) != GDX_OK) {
+    gdx_status_t st = ep == nullptr ? GDX_ERR_PROTOCOL : decode_ctrl({static_cast<const uint8_t *>(data), length}, &m, &why);
+    if (st == GDX_ERR_UNSUPPORTED) {
+        // Another version of the control protocol: nothing it sends can be read, nothing we send will be. Give the
+        // peer up now, with that reason, rather than refuse message after message or wait for a timeout.
+        c.peer(*ep).declare_dead(GDX_ERR_UNSUPPORTED, why);
+        return;
+    }
+    if (st != GDX_OK) {
         c.protocol_error("a control message", ep == nullptr ? "no endpoint" : why);
         return;
     }
     PeerLink &peer = c.peer(*ep);
-    peer.heard(now_ns()); // any word from the peer's engine resets the silence clock (peer_liveness.cpp)
+    peer.heard(); // any word from the peer's engine resets the silence clock (peer_liveness.cpp)
+    if (peer.dead()) {
+        // Given up: what it asks is not served and what it answers is too late (its requests here failed).
+        // A peer that resumes after we declared it dead learns it from BYE, instead of waiting for answers.
+        if (m.type != CtrlType::Bye) peer.say_bye(GDX_ERR_TIMEOUT);
+        return;
+    }
     switch (m.type) {
     case CtrlType::Want: e->target_->on_want(peer, m); break;
     case CtrlType::Return: e->target_->on_return(peer, m); break;
@@ -440,7 +440,11 @@ void Engine::on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length)
         break;
     }
     case CtrlType::Pong: break; // heard() above is all it is for
-    case CtrlType::Bye: peer.declare_dead(GDX_ERR_CONNECTION_RESET, "it destroyed its endpoint"); break;
+    case CtrlType::Bye:
+        peer.declare_dead(GDX_ERR_CONNECTION_RESET, m.status == GDX_ERR_TIMEOUT
+                                                        ? "it declared this process dead (silent for its GDX_PEER_TIMEOUT)"
+                                                        : "it destroyed its endpoint");
+        break;
     }
 }
 
@@ -451,17 +455,65 @@ unsigned Engine::progress() {
     c.in_progress = false;
     n += target_->progress();
     const int64_t now = now_ns();
-    for (auto &[ep, link] : c.peers) link->watch(pipeline_->uses_peer(*link), now, c.params.peer_timeout_ns);
+    for (auto &[ep, link] : c.peers) {
+        link->watch(waits_on(*link), now, c.params.peer_timeout_ns);
+        if (!link->reclaimed && link->broken()) reclaim_peer(*link);
+        link->retry_bye();
+    }
     n += pipeline_->progress();
-    for (auto &[ep, link] : c.peers) n += link->flush();
+    for (auto &[ep, link] : c.peers) {
+        if (!link->broken() && !pipeline_->uses_peer(*link)) link->return_unfilled_credits();
+        n += link->flush();
+    }
     return n;
+}
+
+// What this process waits for from the peer behind `link` now (PeerLink::Wait): the one silence clock runs on
+// both sides of staging.
+unsigned Engine::waits_on(const PeerLink &link) const {
+    unsigned w = 0;
+    if (pipeline_->uses_peer(link)) w |= PeerLink::kWaitRequests;
+    if (target_->uses_peer(link)) w |= PeerLink::kWaitPeerJobs;
+    for (const auto &[id, g] : core_->grantors)
+        if (g->owes(link)) {
+            w |= PeerLink::kWaitLentSlots;
+            break;
+        }
+    return w;
+}
+
+// The peer behind `link` broke (declared dead here, said BYE, or its transport failed): it is owed nothing more.
+// Stage-outs for it stop before their next step (StagingTarget::step), our requests on it fail in the pipeline,
+// and the grantors stop granting to it and waiting on it; the slots it holds come back when its endpoint is
+// destroyed (CreditGrantor::reclaim says why not now), which no longer waits on it. Logged once, with the cause,
+// where staging itself gave the peer up (a transport logs its own failures).
+void Engine::reclaim_peer(PeerLink &link) {
+    EngineCore &c = *core_;
+    link.reclaimed = true;
+    unsigned slots = 0;
+    for (auto &[id, g] : c.grantors) slots += g->reclaim(link);
+    if (!link.dead()) {
+        GDX_DEBUG(kComp, "the endpoint to a peer failed (%s): the %u slots of our pools it holds come back when the "
+                  "endpoint is destroyed", gdx_status_string(link.failure()), slots);
+        return;
+    }
+    const gdx_status_t st = link.failure();
+    // One line per peer, at the level it deserves: a peer that said goodbye is news, a silent or incompatible
+    // one an error.
+    fail(st, st == GDX_ERR_CONNECTION_RESET ? log::Level::Info : log::Level::Error, "staging",
+         "peer declared dead for staging: %s; its outstanding staged work fails with %s; the %u slots of our "
+         "bounce pools it holds come back when the endpoint to it is destroyed",
+         link.dead_why().c_str(), gdx_status_string(st), slots);
+    // Tell it, in case it resumes: it then fails its requests at once instead of waiting for answers.
+    if (st == GDX_ERR_TIMEOUT) link.say_bye(GDX_ERR_TIMEOUT);
 }
 
 gdx_status_t Engine::ep_close(tp::Endpoint &ep) {
     EngineCore &c = *core_;
     auto it = c.peers.find(&ep);
     if (it == c.peers.end()) {
-        say_bye(ep, c.params.am_id); // the peer may have posted staged work we never heard of (no progress yet)
+        // The peer may have posted staged work we never heard of (no progress yet).
+        send_bye(ep, c.params.am_id, GDX_ERR_CONNECTION_RESET);
         return GDX_OK;
     }
     PeerLink &link = *it->second;
@@ -472,7 +524,7 @@ gdx_status_t Engine::ep_close(tp::Endpoint &ep) {
     // will never grant) fail now rather than at GDX_PEER_TIMEOUT. Best effort: the silence clock is the backstop.
     if (!link.broken()) {
         link.flush(); // what was queued goes first: the peer must not read BYE before an answer it waits for
-        say_bye(ep, c.params.am_id);
+        link.say_bye(GDX_ERR_CONNECTION_RESET);
     }
     for (auto &[id, g] : c.grantors) g->forget(link);
     c.peers.erase(it);

@@ -80,6 +80,7 @@ struct Request {
 
 class StagingPipeline;
 class StagingTarget;
+class PeerLink;
 struct EngineCore;
 
 class Engine {
@@ -141,6 +142,8 @@ class Engine {
     gdx_status_t submit(bool is_put, tp::Endpoint &ep, Region &local, size_t local_off, const RemoteRegion &remote,
                         size_t remote_off, size_t len, Request *req, const uint64_t *notify = nullptr);
     static void on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length);
+    unsigned waits_on(const PeerLink &link) const;
+    void reclaim_peer(PeerLink &link);
 
     std::unique_ptr<mem::Detector> own_detector_;
     std::unique_ptr<EngineCore> core_;

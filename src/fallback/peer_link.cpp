@@ -78,6 +78,32 @@ gdx_status_t CreditWallet::on_grant(const CtrlMsg &m, tp::MemoryDomain &md, std:
     return GDX_OK;
 }
 
+void CreditWallet::kept(uint16_t slot) {
+    if (slot < held_.size()) held_[slot] = 2;
+    put_back(slot);
+}
+
+gdx_status_t CreditWallet::return_unfilled(PeerLink &peer, uint16_t pool) {
+    if (waiting > 0) return GDX_OK;
+    CtrlMsg m;
+    m.type = CtrlType::Return;
+    m.pool = pool;
+    for (size_t i = 0; i < idle_.size();) {
+        uint16_t s = idle_[i];
+        if (held_[s] != 1) {
+            ++i;
+            continue;
+        }
+        held_[s] = 0;
+        m.slots.push_back(s);
+        idle_[i] = idle_.back();
+        idle_.pop_back();
+    }
+    if (m.slots.empty()) return GDX_OK;
+    want_sent_ = in_use_ + static_cast<unsigned>(idle_.size());
+    return peer.send(m, false);
+}
+
 gdx_status_t CreditWallet::on_recall(PeerLink &peer, uint16_t pool) {
     // Fragments waiting for a credit take the idle ones at our next progress: those are not idle, and handing
     // them back would only start a GRANT/RECALL ping-pong between two busy senders. They come back through DONE
@@ -105,6 +131,9 @@ gdx_status_t PeerLink::try_send(const Queued &q) {
 }
 
 gdx_status_t PeerLink::send(const CtrlMsg &m, bool publishes) {
+    // Declared dead: nothing more goes to it (a resumed peer would act on answers to requests it was told
+    // failed); BYE goes through say_bye.
+    if (dead_ != GDX_OK) return dead_;
     Queued q;
     encode_ctrl(m, &q.bytes);
     q.publishes = publishes;
@@ -117,6 +146,11 @@ gdx_status_t PeerLink::send(const CtrlMsg &m, bool publishes) {
     }
     queue_.push_back(std::move(q)); // behind earlier messages: the peer sees them in the order they were meant
     return GDX_OK;
+}
+
+void PeerLink::return_unfilled_credits() {
+    for (auto &[pool, w] : wallets_)
+        if (w.ready()) w.return_unfilled(*this, pool);
 }
 
 unsigned PeerLink::flush() {

@@ -19,6 +19,9 @@ namespace gdx::fb {
 
 class PeerLink;
 
+// BYE {st} straight through the transport, not queued behind anything: GDX_OK, or why not (logged at debug).
+gdx_status_t send_bye(tp::Endpoint &ep, uint8_t am_id, gdx_status_t st);
+
 // Sender side of the credit flow: the slots of one peer pool that the peer granted to us.
 class CreditWallet {
   public:
@@ -34,8 +37,14 @@ class CreditWallet {
     // Called by a fragment that found no idle slot: asks the peer (WANT) for enough slots for everything now in
     // use or waiting, at most `cap`, unless it already asked for that many.
     gdx_status_t ask(PeerLink &peer, uint16_t pool, unsigned cap);
+    // A DONE let us keep the slot we filled: idle again, and no longer "granted, not filled".
+    void kept(uint16_t slot);
     // GRANT: checks the fields against what the transport can use and takes the slots.
     gdx_status_t on_grant(const CtrlMsg &m, tp::MemoryDomain &md, std::string *why);
+    // Called once no request of ours uses the peer: idle slots granted to us that we never filled go back
+    // (RETURN). The peer waits on a slot it granted until it is filled (CreditGrantor::owes), so one we will not
+    // fill would keep its silence clock running on us; slots we filled and kept stay (no round trip next time).
+    gdx_status_t return_unfilled(PeerLink &peer, uint16_t pool);
     // RECALL: unless fragments are waiting to use them, gives every idle slot back (RETURN) and lowers our
     // standing request to what is in use.
     gdx_status_t on_recall(PeerLink &peer, uint16_t pool);
@@ -53,7 +62,7 @@ class CreditWallet {
 
   private:
     std::vector<uint16_t> idle_;
-    std::vector<uint8_t> held_; // per slot of the peer pool: granted to us (idle or in use)
+    std::vector<uint8_t> held_; // per slot of the peer pool: 0 not ours, 1 granted (not filled yet), 2 filled once
     unsigned in_use_ = 0;
     unsigned want_sent_ = 0;
     uint64_t base_ = 0, slot_size_ = 0;
@@ -79,6 +88,8 @@ class PeerLink {
     // Retries queued messages in order; returns how many went out.
     unsigned flush();
     bool queue_empty() const { return queue_.empty(); }
+    // CreditWallet::return_unfilled for every pool of the peer (no request of ours uses it now).
+    void return_unfilled_credits();
     // The endpoint reports an error, or the peer was declared dead (silent, or said BYE): whatever waits on this
     // peer will never be answered.
     bool broken() const;
@@ -86,14 +97,32 @@ class PeerLink {
     gdx_status_t failure() const;
 
     // ---- liveness (peer_liveness.cpp) ----
+    // What this process waits for from the peer, by side (Engine::progress computes it each call). Any of them
+    // runs the one silence clock below.
+    enum Wait : unsigned {
+        kWaitRequests = 1,  // initiator: a request of ours (credit, grant, DONE, GET_DONE, direct operation)
+        kWaitPeerJobs = 2,  // target: a copy-out or stage-out we run for its request (a landing-pool map, a put)
+        kWaitLentSlots = 4, // target: it holds slots of our pools it asked for and has not filled, or was asked
+                            // (RECALL) to return because another peer waits for them
+    };
     // A control message came from the peer: its engine is alive.
-    void heard(int64_t now_ns) { last_heard_ns_ = now_ns; }
-    // The peer said BYE, or its silence outlived GDX_PEER_TIMEOUT: fail what waits on it (logged once).
-    void declare_dead(gdx_status_t st, const char *why);
-    // Called from every engine progress. `waiting`: a request of ours waits on this peer (credits, grants,
-    // copy-outs, stage-outs, direct operations). While it waits, a peer silent for timeout/4 is sent PING
-    // (its progress answers PONG); one silent for the whole timeout is declared dead with GDX_ERR_TIMEOUT.
-    void watch(bool waiting, int64_t now_ns, int64_t timeout_ns);
+    void heard() { heard_since_watch_ = true; }
+    // The peer said BYE, or its silence outlived GDX_PEER_TIMEOUT: what waits on it fails with `st`. Final: the
+    // engine takes back what was lent to it and logs `why` once (Engine::progress), and drops what it sends after.
+    void declare_dead(gdx_status_t st, std::string why);
+    bool dead() const { return dead_ != GDX_OK; }
+    const std::string &dead_why() const { return dead_why_; }
+    // Called from every engine progress with the Wait bits that hold now (0: none). While any holds, a peer
+    // silent for timeout/4 is sent PING (its progress answers PONG); one silent for the whole timeout is
+    // declared dead with GDX_ERR_TIMEOUT. Silence counts only while we progress (peer_liveness.cpp).
+    void watch(unsigned waiting, int64_t now_ns, int64_t timeout_ns);
+    // BYE straight through the transport (not queued behind anything), once: `st` GDX_ERR_CONNECTION_RESET when
+    // our endpoint goes, GDX_ERR_TIMEOUT when we declared the peer dead. Best effort (logged at debug); under
+    // back-pressure it stays pending and retry_bye (every engine progress) sends it.
+    void say_bye(gdx_status_t st);
+    void retry_bye();
+    // Set by the engine once it took back what was lent to this peer after it broke (reclaim_peer).
+    bool reclaimed = false;
 
     CreditWallet &wallet(uint16_t pool) { return wallets_[pool]; }
 
@@ -140,8 +169,12 @@ class PeerLink {
     };
     std::map<uint8_t *, MappedPool> mapped_; // by local address
     gdx_status_t dead_ = GDX_OK;
-    int64_t last_heard_ns_ = 0;
-    int64_t waiting_since_ns_ = -1; // -1: not waiting
+    std::string dead_why_;
+    enum class Bye : uint8_t { None, Pending, Sent } bye_ = Bye::None;
+    gdx_status_t bye_status_ = GDX_OK;
+    bool heard_since_watch_ = false;
+    int64_t quiet_ns_ = 0;      // silence counted while waiting and listening (watch)
+    int64_t last_watch_ns_ = 0; // 0: never watched
     int64_t last_ping_ns_ = 0;
 };
 

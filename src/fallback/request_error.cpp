@@ -28,6 +28,8 @@ const char *meaning(gdx_status_t st, bool is_put) {
     case GDX_ERR_PROTOCOL: return "the peer sent a malformed or unexpected message about it";
     case GDX_ERR_NO_MEMORY: return "out of memory while serving it";
     case GDX_ERR_DRIVER: return "the CUDA driver or the verbs provider refused a copy or transfer";
+    case GDX_ERR_UNSUPPORTED:
+        return "the peer speaks another version of the staging protocol, or cannot serve this staged transfer";
     default: return "";
     }
 }
@@ -40,7 +42,10 @@ std::string StagingPipeline::describe_failure(const Op &op, gdx_status_t st) con
     std::snprintf(buf, sizeof(buf), "%s of %" PRIu64 " bytes (%" PRIu64 " direct, %" PRIu64 " staged so far) failed: %s%s%s",
                   op.is_put ? "put" : "get", op.len, op.req->path.bytes_direct, op.req->path.bytes_staged,
                   gdx_status_string(st), *m ? ": " : "", m);
-    return buf;
+    std::string text = buf;
+    // The peer was given up by staging: say what happened to it (silent and for what, or its BYE).
+    if (op.peer->dead() && op.peer->failure() == st) text += " (staging: " + op.peer->dead_why() + ")";
+    return text;
 }
 
 } // namespace gdx::fb

@@ -86,7 +86,7 @@ void StagingPipeline::on_done(PeerLink &peer, const CtrlMsg &m) {
         }
         CreditWallet &w = peer.wallet(m.pool);
         if (m.keep)
-            w.put_back(m.slot);
+            w.kept(m.slot);
         else
             w.dropped(m.slot);
         f->rslot = -1;

@@ -171,6 +171,15 @@ bool StagingTarget::stage_out_mapped(StageOutJob &j) {
 }
 
 bool StagingTarget::step(StageOutJob &j) {
+    // A broken peer (declared dead, said BYE, transport failed) reads nothing more: a stage-out for it that has
+    // not reached the wire stops here. One whose copy or put is in flight finishes first (the put's completion
+    // comes from the transport, whose own clock bounds it).
+    if (j.status == GDX_OK && (j.state == StageOutState::NeedSlot || j.state == StageOutState::Transfer) &&
+        j.peer->broken()) {
+        j.status = j.peer->failure();
+        j.state = StageOutState::Wait;
+        return true;
+    }
     switch (j.state) {
     case StageOutState::NeedSlot: {
         if (stage_out_mapped(j)) return j.state != StageOutState::NeedSlot;
@@ -207,6 +216,8 @@ bool StagingTarget::step(StageOutJob &j) {
                 return true;
             }
         }
+        // The region's bytes are in the slot: the region is free to go (mem_dereg) while the put still runs.
+        release_region(j);
         j.state = j.via_map ? StageOutState::Wait : StageOutState::Transfer;
         return true;
     }
@@ -304,12 +315,18 @@ unsigned StagingTarget::progress() {
         // its landing slot holds the bytes (fenced, so it is read after the put on transports that pipeline).
         answer_get_done(*j.peer, j.token, j.status, j.status == GDX_OK && !j.via_map);
         if (j.slot >= 0) j.pool->release(static_cast<unsigned>(j.slot));
-        --j.region->busy;
+        release_region(j);
         --j.peer->users;
         it = stage_outs_.erase(it);
         ++n;
     }
     return n;
+}
+
+void StagingTarget::release_region(StageOutJob &j) {
+    if (j.region == nullptr) return;
+    --j.region->busy;
+    j.region = nullptr;
 }
 
 bool StagingTarget::uses_peer(const PeerLink &p) const {

@@ -45,7 +45,7 @@ class StagingTarget {
     enum class StageOutState : uint8_t { NeedSlot, CopyIn, Transfer, Wait };
     struct StageOutJob {
         PeerLink *peer = nullptr;
-        Region *region = nullptr;
+        Region *region = nullptr; // held (busy) until its bytes are in the slot; nullptr after
         uint64_t token = 0, offset = 0, length = 0, landing = 0;
         std::shared_ptr<const tp::RemoteKey> landing_rkey;
         BouncePool *pool = nullptr;
@@ -62,6 +62,8 @@ class StagingTarget {
     // The live region `m.region` if the peer may `need` it over [m.offset, +m.length); else nullptr with *st set.
     Region *check_region(const CtrlMsg &m, unsigned need, const char *what, gdx_status_t *st);
     bool step(StageOutJob &j);
+    // Drops the job's hold on its region (once): after the copy into the slot, or when the job ends.
+    static void release_region(StageOutJob &j);
     // Stage-out straight into the requester's landing slot, mapped here (kCapPeerMap); false when that is not
     // possible now or ever (then the job takes a responder slot and a transport put).
     bool stage_out_mapped(StageOutJob &j);

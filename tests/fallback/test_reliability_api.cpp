@@ -2,6 +2,7 @@
 // process cannot access is refused with GDX_ERR_INVALID_ADDR and the cause; memory that goes away after
 // registration fails the peer's request, not the process; a target that destroys its endpoint, or stops
 // progressing, fails the initiator's staged requests within GDX_PEER_TIMEOUT + 1 s; every error has a reason.
+#include "core/log.h"
 #include "gdx/gdx.h"
 #include "transport/transport.h"
 
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -46,6 +48,12 @@ struct Map {
 };
 
 std::string last() { return gdx_last_error(); }
+
+struct Buffers {
+    std::vector<uint8_t> a, b;
+    gdx_mem_t *ma = nullptr, *mb = nullptr;
+    gdx_rkey_t *k = nullptr; // side 0's key of side 1's buffer
+};
 
 class Pair : public ::testing::TestWithParam<const char *> {
 
@@ -95,6 +103,21 @@ class Pair : public ::testing::TestWithParam<const char *> {
         }
         return done();
     }
+    // A log file of the test's own (GDX_LOG_FILE for open()), empty to begin with.
+    std::string log_file(const char *what) const {
+        std::string path = testing::TempDir() + "/gdx_" + what + "_" + GetParam() + ".log";
+        std::remove(path.c_str());
+        return path;
+    }
+    // `n` bytes on each side, registered with every right, and side 0's key of side 1's.
+    void buffers(size_t n, Buffers *bf) {
+        bf->a.assign(n, 1);
+        bf->b.assign(n, 2);
+        ASSERT_EQ(gdx_mem_reg(c[0], bf->a.data(), n, GDX_ACCESS_ALL, &bf->ma), GDX_OK) << last();
+        ASSERT_EQ(gdx_mem_reg(c[1], bf->b.data(), n, GDX_ACCESS_ALL, &bf->mb), GDX_OK) << last();
+        bf->k = key_for(0, bf->mb);
+    }
+
   public:
     gdx_rkey_t *key(int side, gdx_mem_t *m) { return key_for(side, m); }
     template <typename F> bool go(F done, std::chrono::milliseconds limit, bool peer) { return run(done, limit, peer); }
@@ -207,12 +230,6 @@ TEST_P(Pair, MemoryRevokedAfterRegistrationFailsTheStagedRequestNotTheProcess) {
 
 // ---- classes 3 and 4: a target that goes away or stops never leaves staged requests hanging -------------------
 
-struct Buffers {
-    std::vector<uint8_t> a, b;
-    gdx_mem_t *ma = nullptr, *mb = nullptr;
-    gdx_rkey_t *k = nullptr; // side 0's key of side 1's buffer
-};
-
 // Staged on both sides (GDX_FAULT_P2P_EVERY=1): every fragment waits on the peer for credits and copy-outs.
 const std::vector<std::pair<const char *, const char *>> kStaged = {
     {"GDX_FAULT_P2P_EVERY", "1"}, {"GDX_PEER_TIMEOUT", "2s"}, {"GDX_FRAG_SIZE", "host:64K"}};
@@ -314,27 +331,23 @@ TEST_P(Pair, StoppedTargetIsDeclaredDeadOnTheStagedPathMidTransfer) {
 // A retry loop on a retryable BUSY writes no log line at ERROR (it wrote 1.3 M lines in 3 s), and the reason
 // is still there for the caller.
 TEST_P(Pair, RetryableBusyIsNotLoggedAsAnError) {
-    std::string path = testing::TempDir() + "/gdx_busy_" + GetParam() + ".log";
-    std::remove(path.c_str());
+    std::string path = log_file("busy");
     open({{"GDX_LOG_FILE", path.c_str()}});
-    std::vector<uint8_t> a(1 << 20, 1), b(1 << 20, 2);
-    gdx_mem_t *ma = nullptr, *mb = nullptr;
-    ASSERT_EQ(gdx_mem_reg(c[0], a.data(), a.size(), GDX_ACCESS_ALL, &ma), GDX_OK) << last();
-    ASSERT_EQ(gdx_mem_reg(c[1], b.data(), b.size(), GDX_ACCESS_ALL, &mb), GDX_OK) << last();
-    gdx_rkey_t *k = key_for(0, mb);
+    Buffers bf;
+    ASSERT_NO_FATAL_FAILURE(buffers(1 << 20, &bf));
     gdx_request_t *r = nullptr;
-    ASSERT_EQ(gdx_put(e[0], ma, 0, k, 0, a.size(), &r), GDX_OK) << last();
+    ASSERT_EQ(gdx_put(e[0], bf.ma, 0, bf.k, 0, bf.a.size(), &r), GDX_OK) << last();
     for (int i = 0; i < 20000; ++i) {
-        ASSERT_EQ(gdx_mem_dereg(ma), GDX_ERR_BUSY);
+        ASSERT_EQ(gdx_mem_dereg(bf.ma), GDX_ERR_BUSY);
         ASSERT_EQ(gdx_ep_destroy(e[0]), GDX_ERR_BUSY);
     }
     EXPECT_NE(last().find("still"), std::string::npos) << last();
     ASSERT_TRUE(run([&] { return gdx_request_test(r) != GDX_INPROGRESS; }));
     EXPECT_EQ(gdx_request_test(r), GDX_OK) << gdx_request_error(r);
     gdx_request_free(r);
-    gdx_rkey_destroy(k);
-    EXPECT_EQ(gdx_mem_dereg(ma), GDX_OK);
-    EXPECT_EQ(gdx_mem_dereg(mb), GDX_OK);
+    gdx_rkey_destroy(bf.k);
+    EXPECT_EQ(gdx_mem_dereg(bf.ma), GDX_OK);
+    EXPECT_EQ(gdx_mem_dereg(bf.mb), GDX_OK);
     FILE *f = std::fopen(path.c_str(), "r");
     size_t lines = 0;
     if (f) {
@@ -342,6 +355,41 @@ TEST_P(Pair, RetryableBusyIsNotLoggedAsAnError) {
         std::fclose(f);
     }
     EXPECT_LT(lines, 100u) << "a retry loop filled " << path;
+}
+
+// Requests the target refuses (here: a key whose registration is gone) are logged at WARN once per peer and
+// status, with the cause, then at debug: both transports through the one helper (transport/refusal_log.h). Each
+// request still fails with its reason.
+TEST_P(Pair, RefusedRequestsAreLoggedAtWarnOncePerPeer) {
+    std::string path = log_file("refused");
+    log::reset_once_keys(); // over shm both sides are this process: earlier tests' refusals name the same pid
+    open({{"GDX_LOG_FILE", path.c_str()}});
+    Buffers bf;
+    ASSERT_NO_FATAL_FAILURE(buffers(1 << 20, &bf));
+    ASSERT_EQ(gdx_mem_dereg(bf.mb), GDX_OK); // the key now opens nothing at the target
+    for (int i = 0; i < 40; ++i) {
+        gdx_request_t *r = nullptr;
+        size_t off = size_t(i) * 4096;
+        size_t len = 1000 + size_t(i);
+        ASSERT_EQ(i % 2 ? gdx_get(e[0], bf.ma, off, bf.k, off, len, &r) : gdx_put(e[0], bf.ma, off, bf.k, off, len, &r),
+                  GDX_OK)
+            << last();
+        ASSERT_TRUE(run([&] { return gdx_request_test(r) != GDX_INPROGRESS; }));
+        EXPECT_EQ(gdx_request_test(r), GDX_ERR_ACCESS_DENIED) << gdx_request_error(r);
+        EXPECT_STRNE(gdx_request_error(r), "");
+        gdx_request_free(r);
+    }
+    gdx_rkey_destroy(bf.k);
+    EXPECT_EQ(gdx_mem_dereg(bf.ma), GDX_OK);
+    std::ifstream f(path);
+    size_t refused = 0, failed = 0;
+    for (std::string line; std::getline(f, line);) {
+        if (line.find(" WARN ") == std::string::npos) continue;
+        refused += line.find("refused") != std::string::npos;
+        failed += line.find("failed at") != std::string::npos;
+    }
+    EXPECT_EQ(refused, 1u) << "the target's WARN lines for 40 refused requests (" << path << ")";
+    EXPECT_LE(failed, 1u) << "the initiator's WARN lines for 40 failed requests (" << path << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(Tl, Pair, ::testing::Values("tcp", "shm"));

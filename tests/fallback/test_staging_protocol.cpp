@@ -79,12 +79,15 @@ TEST(StagingCodec, MalformedFieldsAreRefused) {
     fb::encode_ctrl(samples()[3], &ok); // DONE
     fb::CtrlMsg d;
     std::string why;
+    std::vector<uint8_t> b;
     auto refused = [&](size_t at, uint8_t value) {
-        std::vector<uint8_t> b = ok;
+        b = ok;
         b[at] = value;
         return fb::decode_ctrl(b, &d, &why) == GDX_ERR_PROTOCOL;
     };
-    EXPECT_TRUE(refused(0, 2)) << "version";
+    b = ok;
+    b[0] = fb::kCtrlVersion + 1;
+    EXPECT_EQ(fb::decode_ctrl(b, &d, &why), GDX_ERR_UNSUPPORTED) << "a version not ours: " << why;
     EXPECT_TRUE(refused(1, 0)) << "type 0";
     EXPECT_TRUE(refused(1, 200)) << "unknown type";
     EXPECT_TRUE(refused(2, 1)) << "reserved header";
@@ -148,7 +151,8 @@ TEST(StagingCodec, RandomBytesAreDecodedOrRefusedNeverTrusted) {
         for (uint8_t &x : b) x = static_cast<uint8_t>(rng());
         if (b.size() >= 2 && i % 2 == 0) b[0] = fb::kCtrlVersion, b[1] = static_cast<uint8_t>(1 + rng() % fb::kMaxCtrlType);
         gdx_status_t st = fb::decode_ctrl(b, &d, &why);
-        ASSERT_TRUE(st == GDX_OK || st == GDX_ERR_PROTOCOL);
+        ASSERT_TRUE(st == GDX_OK || st == GDX_ERR_PROTOCOL ||
+                    (st == GDX_ERR_UNSUPPORTED && b.size() >= 4 && b[0] != fb::kCtrlVersion));
     }
 }
 
@@ -252,6 +256,30 @@ class HostilePeer : public LoopPairTest {
         LoopPairTest::TearDown();
     }
 };
+
+// A peer built with an older control protocol (version 1: before PING, PONG and BYE had their own number) is given
+// up at its first message, with the versions named, instead of having each message refused as malformed.
+TEST_F(HostilePeer, AnOlderProtocolVersionIsNamedAndThePeerGivenUp) {
+    fb::CtrlMsg want;
+    want.type = fb::CtrlType::Want;
+    want.count = 1;
+    std::vector<uint8_t> bytes;
+    fb::encode_ctrl(want, &bytes);
+    bytes[0] = 1;
+    uint64_t before = errors();
+    EXPECT_TRUE(send_raw(bytes).empty()) << "an old peer's request is not served";
+    EXPECT_EQ(errors(), before) << "not counted as a malformed message";
+    EXPECT_EQ(b.engine->peer_state(*b.ep), GDX_ERR_UNSUPPORTED);
+    EXPECT_NE(last_error().find("protocol version mismatch: peer 1, we 2"), std::string::npos) << last_error();
+    // What b asks of that peer fails at once, with the same reason.
+    HostBuf mine;
+    make_buf(b, b, 4096, 6, &mine);
+    fb::Request req;
+    ASSERT_EQ(b.engine->put(*b.ep, *mine.reg, 0, *target.remote, 0, 4096, &req), GDX_INPROGRESS);
+    for (int i = 0; i < 4 && req.status == GDX_INPROGRESS; ++i) b.engine->progress();
+    EXPECT_EQ(req.status, GDX_ERR_UNSUPPORTED);
+    EXPECT_NE(req.error.find("protocol version mismatch: peer 1, we 2"), std::string::npos) << req.error;
+}
 
 TEST_F(HostilePeer, GarbageIsCountedAndDropped) {
     uint64_t before = errors();

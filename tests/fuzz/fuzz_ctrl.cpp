@@ -1,7 +1,8 @@
 // libFuzzer target: the staging engine's control messages (src/fallback/control_msg.*), which a peer controls
 // entirely. Whatever decode_ctrl accepts must satisfy what the handlers trust (counts, rkey and slot bounds, the
-// status range, no trailing bytes) and re-encode to the very same bytes; whatever it refuses must say why. A
-// violated invariant traps (reported as a crash).
+// status range, no trailing bytes) and re-encode to the very same bytes; whatever it refuses must say why, and
+// only a header of another version may be refused as a version mismatch. A violated invariant traps (reported as
+// a crash).
 #include "fallback/control_msg.h"
 
 #include <cstring>
@@ -20,8 +21,10 @@ void require(bool ok) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CtrlMsg m;
     std::string why;
-    if (decode_ctrl({data, size}, &m, &why) != GDX_OK) {
+    if (gdx_status_t st = decode_ctrl({data, size}, &m, &why); st != GDX_OK) {
         require(!why.empty());
+        // Another protocol version is told apart from a malformed message, and only by the version byte.
+        require(st == GDX_ERR_PROTOCOL || (st == GDX_ERR_UNSUPPORTED && size >= 4 && data[0] != kCtrlVersion));
         return 0;
     }
     require(static_cast<uint8_t>(m.type) >= 1 && static_cast<uint8_t>(m.type) <= kMaxCtrlType);

@@ -45,7 +45,7 @@ mkdir -p "$build/fuzz-corpus/ctrl" "$build/fuzz-corpus/rkey"
 python3 - "$build/fuzz-corpus" <<'PY'
 import os, struct, sys
 d = sys.argv[1]
-def c(t, body): return struct.pack('<BBH', 1, t, 0) + body
+def c(t, body): return struct.pack('<BBH', 2, t, 0) + body  # kCtrlVersion
 rk = struct.pack('<BBHIQQQ', 1, 1, 0, 12, 0xdeadbeef, 0x7f0000000000, 1 << 20)[:32].ljust(32, b'\0')
 ctrl = {
     'want': c(1, struct.pack('<HH', 0, 4)),
@@ -57,6 +57,8 @@ ctrl = {
     'get_done': c(8, struct.pack('<iQ', -11, 9)),
     'small_put': c(9, struct.pack('<IQQQ', 0, 9, 0x1234, 0) + b'data'),
     'ping': c(12, struct.pack('<IQ', 0, 77)),
+    'pong': c(13, struct.pack('<IQ', 0, 77)),
+    'old_version': struct.pack('<BBH', 1, 1, 0) + struct.pack('<HH', 0, 4),
     'bye': c(14, struct.pack('<i', -9)),
     'small_put_notify': c(15, struct.pack('<IQQQQ', 0, 9, 0x1234, 0, 0xfeed) + b'data'),
     'notify': c(16, struct.pack('<IQ', 0, 0xfeed)),

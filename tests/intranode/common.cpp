@@ -316,16 +316,17 @@ std::string peer_binary() { return std::string(GDX_TEST_BINARY_DIR) + "/tests/in
 gdx_status_t Link::spawn(const std::vector<std::string> &argv, const std::vector<std::string> &env,
                          std::unique_ptr<Link> *out) {
     int to_child[2], from_child[2];
-    if (pipe2(to_child, O_CLOEXEC) != 0) return GDX_ERR_IO;
+    if (pipe2(to_child, O_CLOEXEC) != 0) return fail_errno(GDX_ERR_IO, errno, "test", "pipe2 (the peer's stdin)");
     if (pipe2(from_child, O_CLOEXEC) != 0) {
+        int e = errno;
         close(to_child[0]);
         close(to_child[1]);
-        return GDX_ERR_IO;
+        return fail_errno(GDX_ERR_IO, e, "test", "pipe2 (the peer's stdout)");
     }
     posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
+    int rc = posix_spawn_file_actions_init(&fa);
+    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
+    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
     std::vector<std::string> envs;
     for (char **e = environ; *e; ++e) envs.emplace_back(*e);
     for (const std::string &e : env) envs.push_back(e);
@@ -335,7 +336,7 @@ gdx_status_t Link::spawn(const std::vector<std::string> &argv, const std::vector
     for (std::string &e : envs) ev.push_back(e.data());
     ev.push_back(nullptr);
     pid_t pid = -1;
-    int rc = posix_spawn(&pid, av[0], &fa, nullptr, av.data(), ev.data());
+    if (rc == 0) rc = posix_spawn(&pid, av[0], &fa, nullptr, av.data(), ev.data());
     posix_spawn_file_actions_destroy(&fa);
     close(to_child[0]);
     close(from_child[1]);
@@ -403,6 +404,45 @@ std::string Link::call(const std::string &line, std::chrono::milliseconds limit,
 
 void Link::kill9() {
     if (pid_ > 0 && !reaped_) ::kill(pid_, SIGKILL);
+}
+
+bool Link::signal(int sig) { return pid_ > 0 && !reaped_ && ::kill(pid_, sig) == 0; }
+
+bool Link::look(int flags) {
+    if (reaped_) return false;
+    int st = 0;
+    pid_t w = waitpid(pid_, &st, WNOHANG | flags);
+    if (w != pid_) return false; // still running (0), or EINTR: look again
+    if (WIFSTOPPED(st)) return true;
+    if (WIFEXITED(st) || WIFSIGNALED(st)) {
+        reaped_ = true;
+        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    return false;
+}
+
+bool Link::wait_stopped(std::chrono::milliseconds limit, const std::function<void()> &tick) {
+    for (auto end = std::chrono::steady_clock::now() + limit; !reaped_ && std::chrono::steady_clock::now() < end;) {
+        if (look(WUNTRACED)) return true;
+        if (tick) tick();
+        else usleep(1000);
+    }
+    return false;
+}
+
+int Link::wait_exit(std::chrono::milliseconds limit, const std::function<void()> &tick) {
+    for (auto end = std::chrono::steady_clock::now() + limit; !reaped_ && std::chrono::steady_clock::now() < end;) {
+        look(0);
+        if (reaped_) break;
+        if (tick) tick();
+        else usleep(1000);
+    }
+    return reaped_ ? status_ : -1;
+}
+
+void Link::close_stdin() {
+    if (in_ >= 0) close(in_);
+    in_ = -1;
 }
 
 int Link::wait_exit() {

@@ -96,8 +96,18 @@ class Link {
                      const std::function<void()> &tick = {});
     void kill9();
     int wait_exit(); // exit status (or 128+signal)
+    // For the tests that stop a peer for real (SIGSTOP, SIGCONT): kill(2) with `sig`; false if it failed.
+    bool signal(int sig);
+    // Waits, running `tick` (or sleeping 1 ms) between looks, until the child has stopped: true; false when it
+    // exited instead or `limit` passed.
+    bool wait_stopped(std::chrono::milliseconds limit, const std::function<void()> &tick = {});
+    // As wait_exit, bounded: -1 while it still runs after `limit`.
+    int wait_exit(std::chrono::milliseconds limit, const std::function<void()> &tick = {});
+    void close_stdin(); // a peer that serves until its stdin closes then exits on its own
 
   private:
+    // waitpid(WNOHANG | `flags`): true when it reported a stop (WUNTRACED); an exit is recorded in status_.
+    bool look(int flags);
     pid_t pid_ = -1;
     int in_ = -1, out_ = -1;
     std::string buf_;

@@ -1,4 +1,6 @@
-// Wire format, packed keys, tcp address blobs and the remote-key table: exact bytes and every refusal.
+// Wire format, packed keys, tcp address blobs and the remote-key table: exact bytes and every refusal; the level
+// of a refusal's log line (refusal_log.h).
+#include "transport/refusal_log.h"
 #include "transport/rkey_table.h"
 #include "transport/tcp/tcp_address.h"
 #include "transport/transport.h"
@@ -189,4 +191,22 @@ TEST(RkeyTable, KeysAreRandomRangeAndRightsCheckedRevocationFinal) {
     auto pin = t.pin(); // held to the end: no other table call from this thread (the mutex is not recursive)
     EXPECT_EQ(t.check(pin, k1, base, 1, kAccessRemoteWrite, &p, &why), GDX_ERR_ACCESS_DENIED);
     EXPECT_NE(why.find("revoked"), std::string::npos) << why;
+}
+
+// One WARN per kind of refusal, debug after: a kind is the transport, the peer, the status and the cause without
+// its numbers, so a loop over keys or addresses writes one line while another cause still gets its own.
+TEST(RefusalLog, OneWarnPerPeerStatusAndCauseWhateverItsNumbers) {
+    log::reset_once_keys();
+    const char *range1 = "range 0x1000+16 is outside registration 0x2000+4096 of key 0x00ab";
+    const char *range2 = "range 0x1ff0+32 is outside registration 0x2000+4096 of key 0xcd12";
+    const char *gone = "key 0x00ab opens no registration here (never issued, or revoked)";
+    EXPECT_EQ(refusal_level("tcp", "127.0.0.1:5000", GDX_ERR_ACCESS_DENIED, range1), log::Level::Warn);
+    EXPECT_EQ(refusal_level("tcp", "127.0.0.1:5000", GDX_ERR_ACCESS_DENIED, range1), log::Level::Debug);
+    EXPECT_EQ(refusal_level("tcp", "127.0.0.1:5000", GDX_ERR_ACCESS_DENIED, range2), log::Level::Debug);
+    EXPECT_EQ(refusal_level("tcp", "127.0.0.1:5000", GDX_ERR_ACCESS_DENIED, gone), log::Level::Warn);
+    EXPECT_EQ(refusal_level("tcp", "127.0.0.1:5000", GDX_ERR_INVALID_ADDR, gone), log::Level::Warn);
+    EXPECT_EQ(refusal_level("tcp", "127.0.0.1:5001", GDX_ERR_ACCESS_DENIED, range1), log::Level::Warn);
+    EXPECT_EQ(refusal_level("shm", "127.0.0.1:5000", GDX_ERR_ACCESS_DENIED, range1), log::Level::Warn);
+    EXPECT_EQ(refusal_level("shm", "pid 42", GDX_ERR_ACCESS_DENIED), log::Level::Warn);
+    EXPECT_EQ(refusal_level("shm", "pid 42", GDX_ERR_ACCESS_DENIED), log::Level::Debug);
 }

@@ -1,10 +1,12 @@
 // shm endpoint: operations, their completion, and the target side of the protocol (README.md, "put/get").
 #include "core/error.h"
 #include "memtype/access_probe.h"
+#include "transport/refusal_log.h"
 #include "transport/shm/cma.h"
 #include "transport/shm/shm_iface.h"
 
 #include <algorithm>
+#include <cstdarg>
 #include <cinttypes>
 #include <cstring>
 #include <sched.h>
@@ -290,8 +292,8 @@ void ShmEp::handle_cma_request(bool put, const uint8_t *body, size_t len) {
     std::string why;
     gdx_status_t st = t.check(pin, r.key, r.raddr, r.len, need, &ptr, &why);
     if (st != GDX_OK) {
-        GDX_WARN(kComp, "refused %s of %" PRIu64 " bytes at 0x%" PRIx64 " from pid %d: %s", put ? "put" : "get", r.len,
-                 r.raddr, static_cast<int>(ch_.peer_pid()), why.c_str());
+        log_refusal(st, why, "refused %s of %" PRIu64 " bytes at 0x%" PRIx64 " from pid %d: %s", put ? "put" : "get",
+                    r.len, r.raddr, static_cast<int>(ch_.peer_pid()), why.c_str());
         return op_done(r.op, st, false);
     }
     bool me = ch_.i_can_cma(), peer = ch_.peer_can_cma();
@@ -370,9 +372,9 @@ void ShmEp::handle_put_data(const RecHdr &h, const uint8_t *rec, size_t len) {
             }
         }
     }
-    if (st != GDX_OK && put_errors_.emplace(b.op, st).second)
-        GDX_WARN(kComp, "refused put of %zu bytes at 0x%" PRIx64 " from pid %d: %s", n, b.raddr + b.off,
-                 static_cast<int>(ch_.peer_pid()), why.c_str());
+    if (st != GDX_OK && put_errors_.emplace(b.op, st).second) // once per operation, not per record
+        log_refusal(st, why, "refused put of %zu bytes at 0x%" PRIx64 " from pid %d: %s", n, b.raddr + b.off,
+                    static_cast<int>(ch_.peer_pid()), why.c_str());
     if (h.flags & kFlagLast) {
         auto it = put_errors_.find(b.op);
         if (it != put_errors_.end()) {
@@ -397,8 +399,8 @@ bool ShmEp::serve_get_streams() {
         std::string why;
         gdx_status_t st = t.check(pin, s.key, s.raddr + s.off, n, kAccessRemoteRead, &ptr, &why);
         if (st != GDX_OK) {
-            GDX_WARN(kComp, "refused get of %" PRIu64 " bytes at 0x%" PRIx64 " from pid %d: %s", s.len, s.raddr,
-                     static_cast<int>(ch_.peer_pid()), why.c_str());
+            log_refusal(st, why, "refused get of %" PRIu64 " bytes at 0x%" PRIx64 " from pid %d: %s", s.len,
+                        s.raddr, static_cast<int>(ch_.peer_pid()), why.c_str());
             b.status = st;
             reply(kRecGetData, kFlagLast, &b, sizeof(b));
             gets_.pop_front();
@@ -408,8 +410,9 @@ bool ShmEp::serve_get_streams() {
         if (!ch_.can_push(sizeof(RecHdr) + sizeof(b) + n)) break;
         get_scratch_.resize(std::max(get_scratch_.size(), n));
         if (int e = n ? mem::guarded_copy(get_scratch_.data(), ptr, n) : 0; e != 0) {
-            GDX_WARN(kComp, "get of %" PRIu64 " bytes at 0x%" PRIx64 " from pid %d: the registered source is no "
-                     "longer readable (%s)", s.len, s.raddr, static_cast<int>(ch_.peer_pid()), std::strerror(e));
+            log_refusal(GDX_ERR_INVALID_ADDR, "source gone", "get of %" PRIu64 " bytes at 0x%" PRIx64 " from pid %d: "
+                        "the registered source is no longer readable (%s)", s.len, s.raddr,
+                        static_cast<int>(ch_.peer_pid()), std::strerror(e));
             b.status = GDX_ERR_INVALID_ADDR;
             reply(kRecGetData, kFlagLast, &b, sizeof(b));
             gets_.pop_front();
@@ -433,8 +436,28 @@ void ShmEp::handle_get_data(const RecHdr &h, const uint8_t *rec, size_t len) {
         (b.status != GDX_OK && n != 0))
         return protocol_error("GET_DATA for an unknown operation or range");
     if (n) std::memcpy(op->local + b.off, rec + sizeof(RecHdr) + sizeof(b), n);
-    if (b.status != GDX_OK && op->status == GDX_OK) op->status = static_cast<gdx_status_t>(b.status);
+    if (b.status != GDX_OK && op->status == GDX_OK) {
+        op->status = static_cast<gdx_status_t>(b.status);
+        failed_at_peer(*op, op->status);
+    }
     if (h.flags & kFlagLast) complete_op(*op, GDX_OK);
+}
+
+void ShmEp::log_refusal(gdx_status_t st, std::string_view cause, const char *fmt, ...) const {
+    // The level is decided once per line (first_time counts): WARN for the first of its kind from this peer.
+    log::Level level = refusal_level("shm", "pid " + std::to_string(static_cast<int>(ch_.peer_pid())), st, cause);
+    if (!log::enabled(level)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    log::vwrite(level, kComp, fmt, ap);
+    va_end(ap);
+}
+
+void ShmEp::failed_at_peer(const Op &op, gdx_status_t st) {
+    // The initiator's half of "logged on both sides" (the target said why in its own log).
+    log_refusal(st, "failed at the peer", "%s of %" PRIu64 " bytes at 0x%" PRIx64 " (key 0x%016" PRIx64 ") failed at "
+                "pid %d: %s", op.kind == OpKind::Put ? "put" : "get", op.len, op.raddr, op.key,
+                static_cast<int>(ch_.peer_pid()), gdx_status_string(st));
 }
 
 void ShmEp::protocol_error(const char *what) {
@@ -482,6 +505,7 @@ bool ShmEp::on_record(const RecHdr &h, const uint8_t *rec) {
                 break;
             }
         }
+        if (d.status != GDX_OK) failed_at_peer(*op, static_cast<gdx_status_t>(d.status));
         complete_op(*op, static_cast<gdx_status_t>(d.status));
         break;
     }

@@ -3,6 +3,7 @@
 // (README.md explains the protocol and why); a copy through the ring where CMA is refused.
 #pragma once
 
+#include "core/log.h"
 #include "transport/pending_queue.h"
 #include "transport/rkey_table.h"
 #include "transport/shm/hub.h"
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -174,6 +176,10 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     void handle_get_data(const RecHdr &h, const uint8_t *body, size_t len);
     bool resources_free();
     void protocol_error(const char *what);
+    // A refused request's log line: WARN the first time per peer and status, then debug (refusal_log.h).
+    void log_refusal(gdx_status_t st, std::string_view cause, const char *fmt, ...) const
+        __attribute__((format(printf, 4, 5)));
+    void failed_at_peer(const Op &op, gdx_status_t st);
     // map_remote's two halves (shm_peer_map.cpp): the owner answers a request, the requester maps the answer.
     void on_map_req(const uint8_t *body, size_t len);
     void on_map_grant(const uint8_t *body, size_t len, const int *fds, size_t nfds);

@@ -41,7 +41,7 @@ ssize_t Conn::recv_some(uint8_t *dst, size_t len) {
         // The registered destination was unmapped after registration (it was probed then): the kernel refused
         // the copy and left the bytes queued. Fail this put alone and discard the rest of its payload; the
         // connection and the other requests go on.
-        fail(GDX_ERR_INVALID_ADDR, refusal_level(peer_name_, GDX_ERR_INVALID_ADDR), "tcp",
+        fail(GDX_ERR_INVALID_ADDR, refusal_level("tcp", peer_name_, GDX_ERR_INVALID_ADDR), "tcp",
              "PUT from %s stopped: the registered destination is no longer "
              "writable (%s); the rest is discarded",
              peer_name_.c_str(), std::strerror(err));
@@ -95,7 +95,7 @@ void Conn::on_readable() {
             // the table pinned, and hold the pin across the recv() that writes into it.
             if (table.check(pin, rx_key_, reinterpret_cast<uintptr_t>(rx_dst_), rx_left_, kAccessRemoteWrite, &ptr,
                             &why) != GDX_OK) {
-                fail(GDX_ERR_ACCESS_DENIED, refusal_level(peer_name_, GDX_ERR_ACCESS_DENIED, why), "tcp",
+                fail(GDX_ERR_ACCESS_DENIED, refusal_level("tcp", peer_name_, GDX_ERR_ACCESS_DENIED, why), "tcp",
                      "PUT from %s stopped: %s (deregistered mid-transfer); the rest is discarded", peer_name_.c_str(),
                      why.c_str());
                 rx_ = Rx::Discard;
@@ -193,7 +193,7 @@ bool Conn::on_header() {
         rx_left_ = h.length;
         if (st != GDX_OK) {
             // The target's half of "logged on both sides": the initiator's completion gets the status.
-            fail(st, refusal_level(peer_name_, st, why), "tcp",
+            fail(st, refusal_level("tcp", peer_name_, st, why), "tcp",
                  "PUT of %" PRIu64 " bytes at 0x%" PRIx64 " from %s refused: %s", h.length, h.addr, peer_name_.c_str(),
                  why.c_str());
             rx_ = Rx::Discard;
@@ -212,7 +212,7 @@ bool Conn::on_header() {
             st = table.check(pin, h.key_id, h.addr, h.length, kAccessRemoteRead, &ptr, &why);
         }
         if (st != GDX_OK) {
-            fail(st, refusal_level(peer_name_, st, why), "tcp",
+            fail(st, refusal_level("tcp", peer_name_, st, why), "tcp",
                  "GET of %" PRIu64 " bytes at 0x%" PRIx64 " from %s refused: %s", h.length, h.addr, peer_name_.c_str(),
                  why.c_str());
             queue_reply(wire::MsgType::GetReply, h.op_id, st, nullptr, 0, 0);
@@ -264,7 +264,7 @@ bool Conn::on_reply_header(const wire::FrameHeader &h) {
     }
     gdx_status_t st = static_cast<gdx_status_t>(h.status);
     if (st != GDX_OK)
-        fail(st, refusal_level(peer_name_, st), "tcp",
+        fail(st, refusal_level("tcp", peer_name_, st), "tcp",
              "%s of %" PRIu64 " bytes at 0x%" PRIx64 " (key 0x%016" PRIx64 ") failed at %s: %s",
              s->type == wire::MsgType::Put      ? "put"
              : s->type == wire::MsgType::GetReq ? "get"

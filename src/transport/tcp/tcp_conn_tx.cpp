@@ -202,7 +202,7 @@ gdx_status_t Conn::recheck_sources(const RkeyTable::Pin &pin) {
                   "the registration a GET reply was streaming from was deregistered (" + why + ")");
             return GDX_ERR_ACCESS_DENIED;
         }
-        fail(st, refusal_level(peer_name_, st, why), "tcp", "GET from %s refused: %s (%s before the reply was sent)",
+        fail(st, refusal_level("tcp", peer_name_, st, why), "tcp", "GET from %s refused: %s (%s before the reply was sent)",
              peer_name_.c_str(), why.c_str(), st == GDX_ERR_INVALID_ADDR ? "made inaccessible" : "deregistered");
         wire::encode_header({wire::MsgType::GetReply, st, wire::load_le64(d.head + 8), 0, 0, 0}, d.head);
         d.payload = nullptr;

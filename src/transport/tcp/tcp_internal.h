@@ -19,6 +19,7 @@
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/tcp_address.h"
 #include "transport/tcp/tcp_lane.h"
+#include "transport/refusal_log.h"
 #include "transport/tcp/tcp_md.h"
 #include "transport/transport.h"
 #include "transport/wire.h"
@@ -75,15 +76,6 @@ inline ssize_t recv_once(int fd, uint8_t *dst, size_t len, int *err) {
         if (*err == EINTR) continue;
         return *err == EAGAIN || *err == EWOULDBLOCK ? 0 : -1;
     }
-}
-
-// A request that failed at the peer or was refused here (bad key, range or rights; memory gone) is logged at WARN
-// once per peer, status and cause, and at debug after that: the request's own status carries it to the caller,
-// and a retry loop of the same bad request must not write a line per attempt (issue 16).
-inline log::Level refusal_level(const std::string &peer, gdx_status_t st, const std::string &why = {}) {
-    return log::first_time("tcp-refused:" + peer + ":" + std::to_string(static_cast<int>(st)) + ":" + why)
-               ? log::Level::Warn
-               : log::Level::Debug;
 }
 
 template <class T>

@@ -195,7 +195,7 @@ void Lane::on_readable(LaneWorker &w) {
             // Revoked since the header was checked? Check again with the table pinned for the recv.
             if (table.check(pin, rx_cur_.key_id, reinterpret_cast<uintptr_t>(rx_dst_), rx_left_, kAccessRemoteWrite,
                             &ptr, &why) != GDX_OK) {
-                ::gdx::fail(GDX_ERR_ACCESS_DENIED, refusal_level(peer_, GDX_ERR_ACCESS_DENIED, why), "tcp",
+                ::gdx::fail(GDX_ERR_ACCESS_DENIED, refusal_level("tcp", peer_, GDX_ERR_ACCESS_DENIED, why), "tcp",
                             "stripe from %s (lane %u) stopped: %s (deregistered mid-transfer); the rest is discarded",
                             peer_.c_str(), index, why.c_str());
                 rx_ = Rx::Discard;
@@ -206,7 +206,7 @@ void Lane::on_readable(LaneWorker &w) {
             if (n < 0 && rerr == EFAULT) {
                 // The destination was unmapped after registration (probed then): fail this stripe's put alone,
                 // as a revoked key does, instead of the lane and with it the endpoint.
-                ::gdx::fail(GDX_ERR_INVALID_ADDR, refusal_level(peer_, GDX_ERR_INVALID_ADDR), "tcp",
+                ::gdx::fail(GDX_ERR_INVALID_ADDR, refusal_level("tcp", peer_, GDX_ERR_INVALID_ADDR), "tcp",
                             "stripe from %s (lane %u) stopped: the registered destination "
                             "is no longer writable (%s); the rest is discarded",
                             peer_.c_str(), index, std::strerror(rerr));
@@ -251,7 +251,7 @@ void Lane::on_header(LaneWorker &w) {
         }
         gdx_status_t st = static_cast<gdx_status_t>(h.status);
         if (st != GDX_OK)
-            ::gdx::fail(st, refusal_level(peer_, st), "tcp",
+            ::gdx::fail(st, refusal_level("tcp", peer_, st), "tcp",
                         "stripe of %" PRIu64 " bytes at 0x%" PRIx64 " (key 0x%016" PRIx64 ") failed at %s: %s",
                         unacked_.front().len, unacked_.front().addr, unacked_.front().key_id, peer_.c_str(),
                         gdx_status_string(st));
@@ -301,7 +301,7 @@ void Lane::begin_put(LaneWorker &w) {
     }
     rx_left_ = rx_cur_.length;
     if (st != GDX_OK) {
-        ::gdx::fail(st, refusal_level(peer_, st, why), "tcp",
+        ::gdx::fail(st, refusal_level("tcp", peer_, st, why), "tcp",
                     "stripe of %" PRIu64 " bytes at 0x%" PRIx64 " from %s (lane %u) refused: %s", rx_cur_.length,
                     rx_cur_.addr, peer_.c_str(), index, why.c_str());
         rx_ = Rx::Discard;
