@@ -41,7 +41,8 @@ namespace gdx::fb {
 //    before them refused as unknown types). 2: PING/PONG/BYE, BYE's status says why (GDX_ERR_TIMEOUT: the
 //    sender declared us dead), and a granted slot not filled is waited on by the target. A message of another
 //    version is refused with GDX_ERR_UNSUPPORTED ("protocol version mismatch: peer X, we Y"), and the engine
-//    gives that peer up at its first message instead of misreading it.
+//    gives that peer up at its first message instead of misreading it. SMALL_PUT_NOTIFY and NOTIFY (put with
+//    notification) are part of 2 as well: no gdx released version 2 without them.
 inline constexpr uint8_t kCtrlVersion = 2;
 inline constexpr uint16_t kNoSlot = 0xFFFF;
 inline constexpr size_t kMaxCtrlSlots = 1024; // slots named by one GRANT/RETURN
