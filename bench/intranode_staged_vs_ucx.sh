@@ -5,11 +5,14 @@
 #
 #   bench/intranode_staged_vs_ucx.sh --out FILE [--build DIR] [--gpu N] [--rounds N]
 #        [--ucx-prefix DIR | --ucx-src TARBALL [--ucx-save FILE]] [--gdx-env "VAR=V ..."]
+#        [--baseline-perftest PATH]
 #
 # Per round, alternating (so drift on the shared machine hits both alike):
 #   gdx  gdx_perftest --loopback -x shm -m cuda:G -M cuda:G  put_bw 1M, 256M; put_lat 8 B  (gdx_put -> engine -> shm)
 #   ucx  ucx_perftest, UCX_TLS=sm,cuda_copy, -m cuda,cuda     tag_bw 1M, 256M; tag_lat 8 B
 #   ceil staging_bench --mode null --mem cuda --stage both    256M (the staging pipeline alone, both sides on one GPU)
+#   base the same gdx rows from --baseline-perftest (another tree's gdx_perftest), when given: `check ...` lines
+#        then compare this tree with it (a restructuring must stay within noise of before)
 # Medians over the rounds make the table; the last lines are one `bar ...` line per bar of the issue.
 # UCX: --ucx-prefix names an install (bin/ucx_perftest); --ucx-src builds one from a release tarball
 # (contrib/configure-release --with-cuda, no verbs; ~3.5 min on 16 cores) and --ucx-save packs it for later calls.
@@ -18,7 +21,7 @@ set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out="" build=build-gpu gpu=0 rounds=3 ucx_prefix="" ucx_src="" ucx_save="" gdx_env=""
+out="" build=build-gpu gpu=0 rounds=3 ucx_prefix="" ucx_src="" ucx_save="" gdx_env="" base_perftest=""
 cmdline="$0 $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -30,6 +33,7 @@ while [ $# -gt 0 ]; do
     --ucx-src) ucx_src="$2"; shift 2 ;;
     --ucx-save) ucx_save="$2"; shift 2 ;;
     --gdx-env) gdx_env="$2"; shift 2 ;;
+    --baseline-perftest) base_perftest="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "intranode_staged_vs_ucx.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -88,12 +92,12 @@ trap stop_mps EXIT
 
 # ---- runs ---------------------------------------------------------------------------------------------------
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# gdx TEST SIZE -> "GBps" (bw) or "p50_us" (lat) and the path, from gdx_perftest's CSV
+# gdx TEST SIZE [PERFTEST] -> "GBps" (bw) or "p50_us" (lat) and the path, from gdx_perftest's CSV
 gdx_run() {
-  local test="$1" size="$2" line
+  local test="$1" size="$2" bin="${3:-$perftest}" line
   # Timed without --validate (its per-iteration fill and check would be timed too; ucx_perftest checks nothing);
   # the bytes are checked by the validated pass after the rounds.
-  line=$(env $gdx_env timeout 120 "$perftest" --loopback -x shm -m "cuda:$gpu" -M "cuda:$gpu" -t "$test" -s "$size" \
+  line=$(env $gdx_env timeout 120 "$bin" --loopback -x shm -m "cuda:$gpu" -M "cuda:$gpu" -t "$test" -s "$size" \
          --csv --no-decisions 2>>"$work/gdx-stderr.log" | tee -a "$work/gdx-raw.csv" | grep "^$test,")
   [ -n "$line" ] || { echo "n/a"; return; }
   # csv: test,size,iterations,warmup,window,local_mem,remote_mem,transport,device,"path",staged_share,bw,...,p50 (16)
@@ -135,6 +139,12 @@ for r in $(seq "$rounds"); do
   read -r v p < <(gdx_run put_lat 8); res[gdx_lat]+=" $v"; echo "gdx put_lat 8: $v us  [$p]"
   v=$(ucx_run tag_lat 8); res[ucx_lat]+=" $v"; echo "ucx tag_lat 8: $v us"
   v=$(ceil_run 256M); res[ceil]+=" $v"; echo "staging_bench null both 256M: $v GB/s"
+  if [ -n "$base_perftest" ]; then
+    for s in 1M 256M; do
+      read -r v p < <(gdx_run put_bw "$s" "$base_perftest"); res[base_bw_$s]+=" $v"; echo "baseline put_bw $s: $v GB/s  [$p]"
+    done
+    read -r v p < <(gdx_run put_lat 8 "$base_perftest"); res[base_lat]+=" $v"; echo "baseline put_lat 8: $v us  [$p]"
+  fi
 done
 
 echo "# validated pass (every byte checked at the receiver; exit status 3 on a mismatch)"
@@ -158,3 +168,9 @@ echo "bar staged 1MiB >= 1.3x ucx sm,cuda_copy: gdx $g1 vs ucx $u1 = $(ratio "$g
 echo "bar staged 256MiB >= 1.3x ucx sm,cuda_copy: gdx $g2 vs ucx $u2 = $(ratio "$g2" "$u2")x"
 echo "bar staged 256MiB >= 0.9x staging_bench null both: gdx $g2 vs ceiling $c = $(ratio "$g2" "$c")x"
 echo "bar 8B latency <= ucx (ratio = ucx/gdx, >= 1 meets): gdx $gl vs ucx $ul = $(ratio "$ul" "$gl")x"
+if [ -n "$base_perftest" ]; then
+  b1=$(median <<<"${res[base_bw_1M]}") b2=$(median <<<"${res[base_bw_256M]}") bl=$(median <<<"${res[base_lat]}")
+  echo "check put_bw 1MiB vs the baseline tree (within noise: ~1): this $g1 vs baseline $b1 = $(ratio "$g1" "$b1")x"
+  echo "check put_bw 256MiB vs the baseline tree (within noise: ~1): this $g2 vs baseline $b2 = $(ratio "$g2" "$b2")x"
+  echo "check put_lat 8B vs the baseline tree (ratio = baseline/this): this $gl vs baseline $bl = $(ratio "$bl" "$gl")x"
+fi

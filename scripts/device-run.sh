@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Everything a GPU machine must show for one tree, in one call (the device tool's time is scarce, and each call
+# starts a bare machine):
+#   1. builds gdx (build-gpu, RelWithDebInfo) and, in the background, upstream UCX with CUDA (the peer that the
+#      staged intra-node bars name) and the baseline tree's gdx_perftest (for "within noise of before");
+#   2. the GPU test set (ctest -L gpu), then compute-sanitizer memcheck on the GPU test cases --sanitize names;
+#   3. the UCX module on the machine's own UCX and Open MPI (tests/uct/gpu-system-ucx.sh);
+#   4. the staged intra-node bench beside upstream UCX and the baseline (bench/intranode_staged_vs_ucx.sh).
+#
+#   scripts/device-run.sh [--ucx-src TARBALL] [--sysucx TARBALL] [--baseline TARBALL] [--rounds N]
+#                         [--sanitize GTEST-FILTER] [--skip STEP,...]
+#     --ucx-src   upstream UCX release sources (a tarball whose top folder has configure or autogen.sh)
+#     --sysucx    the release sources of the machine's own UCX version (gpu-system-ucx.sh builds the module there)
+#     --baseline  `git archive` of the tree to compare gdx_perftest with (built for gdx_perftest only)
+#     --skip      any of: tests, sanitize, sysucx, bench
+# Writes $OUT/dev/ (the device tool returns at most 8 files, two folders deep): console.txt (this output),
+# ctest-gpu.txt, sanitizer.txt, sysucx.txt, staged-vs-ucx.txt and raw.tgz (every log). Every step is bounded; a
+# failed step is reported and the next one still runs. Exit status: 0 when every step that ran passed.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+ucx_src="" sysucx="" baseline="" rounds=3 sanitize="" skip=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ucx-src) ucx_src=$2; shift 2 ;;
+    --sysucx) sysucx=$2; shift 2 ;;
+    --baseline) baseline=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --sanitize) sanitize=$2; shift 2 ;;
+    --skip) skip=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "device-run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+out=${OUT:-/tmp/device-run}/dev
+logs=/tmp/device-run-logs
+mkdir -p "$out" "$logs"
+exec > >(tee "$out/console.txt") 2>&1
+t0=$(date +%s)
+say() { echo "=== [$(( $(date +%s) - t0 ))s] $*"; }
+skipped() { [[ ",$skip," == *",$1,"* ]]; }
+rc=0
+fail() { echo "FAILED: $*"; rc=1; }
+jobs=$(nproc)
+
+say "machine"
+echo "# tree: $(git rev-parse --short HEAD 2>/dev/null || echo "(no git)") $(git status --porcelain 2>/dev/null | wc -l) changed files"
+echo "# date: $(date -u +%FT%TZ)  host: $(uname -srm)  cpus: $jobs"
+nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader 2>&1 | sed 's/^/# gpu: /'
+
+# ---- 1. builds --------------------------------------------------------------------------------------------------
+ucx_pid="" base_pid=""
+if [ -n "$ucx_src" ] && ! skipped bench; then
+  say "upstream UCX with CUDA from $ucx_src, in the background (/tmp/ucx-cuda)"
+  (
+    set -e
+    rm -rf /tmp/ucx-build && mkdir -p /tmp/ucx-build && tar -xzf "$ucx_src" -C /tmp/ucx-build --strip-components=1
+    cd /tmp/ucx-build
+    [ -x ./configure ] || ./autogen.sh
+    # NVCC=/bin/false, --without-gda: no device-side code (1.22's perftest kernels include DOCA headers)
+    ./contrib/configure-release --prefix=/tmp/ucx-cuda --with-cuda=/usr/local/cuda --without-verbs --without-rdmacm \
+      NVCC=/bin/false --without-java --without-go --without-gda
+    make -j "$jobs" install
+  ) > "$logs/ucx-cuda-build.log" 2>&1 &
+  ucx_pid=$!
+fi
+if [ -n "$baseline" ] && ! skipped bench; then
+  say "baseline gdx_perftest from $baseline, in the background (/tmp/baseline)"
+  (
+    set -e
+    rm -rf /tmp/baseline && mkdir -p /tmp/baseline && tar -xzf "$baseline" -C /tmp/baseline
+    cmake -S /tmp/baseline -B /tmp/baseline/build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGDX_BUILD_UCT=OFF \
+      -DGDX_BUILD_TESTS=OFF
+    cmake --build /tmp/baseline/build -j "$jobs" --target gdx_perftest
+  ) > "$logs/baseline-build.log" 2>&1 &
+  base_pid=$!
+fi
+say "gdx build (build-gpu)"
+if cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGDX_BUILD_UCT=OFF > "$logs/gdx-build.log" 2>&1 &&
+   timeout 900 cmake --build build-gpu -j "$jobs" >> "$logs/gdx-build.log" 2>&1; then
+  say "gdx built"
+else
+  tail -40 "$logs/gdx-build.log"
+  fail "gdx build"
+fi
+
+# ---- 2. GPU tests and compute-sanitizer ---------------------------------------------------------------------------
+if ! skipped tests && [ -d build-gpu ]; then
+  say "GPU test set (ctest -L gpu)"
+  timeout 900 ctest --test-dir build-gpu -L gpu --output-on-failure -j4 --timeout 600 > "$out/ctest-gpu.txt" 2>&1 ||
+    fail "GPU test set"
+  grep -E "tests passed|Total Test time|\*\*\*Failed|\(Failed\)|\(Timeout\)" "$out/ctest-gpu.txt"
+fi
+if ! skipped sanitize && [ -n "$sanitize" ] && [ -x build-gpu/tests/fallback/test_fallback_gpu ]; then
+  say "compute-sanitizer memcheck, every process: $sanitize"
+  : > "$out/sanitizer.txt"
+  for bin in build-gpu/tests/fallback/test_fallback_gpu build-gpu/tests/intranode/test_intranode_gpu; do
+    [ -x "$bin" ] || continue
+    timeout 300 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 \
+      "$bin" --gtest_filter="$sanitize" >> "$out/sanitizer.txt" 2>&1 || fail "compute-sanitizer on $bin (exit $?)"
+  done
+  grep -E "ERROR SUMMARY|PASSED|FAILED|tests ran" "$out/sanitizer.txt"
+fi
+
+# ---- 3. the machine's own UCX ---------------------------------------------------------------------------------------
+if ! skipped sysucx && [ -n "$sysucx" ]; then
+  say "the UCX module on the machine's own UCX (tests/uct/gpu-system-ucx.sh)"
+  timeout 600 tests/uct/gpu-system-ucx.sh "$sysucx" "$logs/sysucx" > "$out/sysucx.txt" 2>&1 || fail "gpu-system-ucx.sh"
+  grep -E "^=== |tests passed|\*\*\*Failed|\(Failed\)|gpu-system-ucx.sh:" "$out/sysucx.txt" | tail -20
+fi
+
+# ---- 4. the staged intra-node bench ---------------------------------------------------------------------------------
+if ! skipped bench; then
+  ucx_args=() base_args=()
+  if [ -n "$ucx_pid" ]; then
+    say "waiting for the UCX build"
+    if wait "$ucx_pid" && [ -x /tmp/ucx-cuda/bin/ucx_perftest ]; then ucx_args=(--ucx-prefix /tmp/ucx-cuda)
+    else tail -30 "$logs/ucx-cuda-build.log"; fail "UCX with CUDA did not build: the bench runs without it"; fi
+  fi
+  if [ -n "$base_pid" ]; then
+    if wait "$base_pid" && [ -x /tmp/baseline/build/perftest/gdx_perftest ]; then
+      base_args=(--baseline-perftest /tmp/baseline/build/perftest/gdx_perftest)
+    else tail -20 "$logs/baseline-build.log"; fail "the baseline gdx_perftest did not build"; fi
+  fi
+  say "staged intra-node bench (bench/intranode_staged_vs_ucx.sh, $rounds rounds)"
+  timeout 900 bench/intranode_staged_vs_ucx.sh --out "$logs/bench/staged-vs-ucx.txt" --build build-gpu \
+    --rounds "$rounds" "${ucx_args[@]}" "${base_args[@]}" > /dev/null 2>&1 || fail "the staged bench"
+  cp "$logs/bench/staged-vs-ucx.txt" "$out/" 2>/dev/null
+  grep -E "^bar |^check |^# medians|^validated" "$out/staged-vs-ucx.txt"
+fi
+
+say "packing logs"
+tar -C /tmp -czf "$out/raw.tgz" "$(basename "$logs")" 2>/dev/null
+ls -la "$out"
+say "done, exit $rc"
+exit $rc
