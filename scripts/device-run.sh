@@ -3,8 +3,8 @@
 # starts a bare machine):
 #   1. builds gdx (build-gpu, RelWithDebInfo) and, in the background, upstream UCX with CUDA (the peer that the
 #      staged intra-node bars name) and the baseline tree's gdx_perftest (for "within noise of before");
-#   2. the GPU test set (ctest -L gpu), then compute-sanitizer memcheck on the GPU test cases --sanitize names;
-#   3. the UCX module on the machine's own UCX and Open MPI (tests/uct/gpu-system-ucx.sh);
+#   2. the UCX module on the machine's own UCX and Open MPI (tests/uct/gpu-system-ucx.sh), beside
+#   3. the GPU test set (ctest -L gpu), then compute-sanitizer memcheck on the GPU test cases --sanitize names;
 #   4. the staged intra-node bench beside upstream UCX and the baseline (bench/intranode_staged_vs_ucx.sh).
 #
 #   scripts/device-run.sh [--ucx-src TARBALL] [--sysucx TARBALL] [--baseline TARBALL] [--rounds N]
@@ -84,7 +84,15 @@ else
   fail "gdx build"
 fi
 
-# ---- 2. GPU tests and compute-sanitizer ---------------------------------------------------------------------------
+# ---- 2. the machine's own UCX (in the background: its module build is CPU work) ----------------------------------
+sys_pid=""
+if ! skipped sysucx && [ -n "$sysucx" ]; then
+  say "the UCX module on the machine's own UCX (tests/uct/gpu-system-ucx.sh), in the background"
+  timeout 600 tests/uct/gpu-system-ucx.sh "$sysucx" "$logs/sysucx" > "$out/sysucx.txt" 2>&1 &
+  sys_pid=$!
+fi
+
+# ---- 3. GPU tests and compute-sanitizer ---------------------------------------------------------------------------
 if ! skipped tests && [ -d build-gpu ]; then
   say "GPU test set (ctest -L gpu)"
   timeout 900 ctest --test-dir build-gpu -L gpu --output-on-failure -j4 --timeout 600 > "$out/ctest-gpu.txt" 2>&1 ||
@@ -102,14 +110,13 @@ if ! skipped sanitize && [ -n "$sanitize" ] && [ -x build-gpu/tests/fallback/tes
   grep -E "ERROR SUMMARY|PASSED|FAILED|tests ran" "$out/sanitizer.txt"
 fi
 
-# ---- 3. the machine's own UCX ---------------------------------------------------------------------------------------
-if ! skipped sysucx && [ -n "$sysucx" ]; then
-  say "the UCX module on the machine's own UCX (tests/uct/gpu-system-ucx.sh)"
-  timeout 600 tests/uct/gpu-system-ucx.sh "$sysucx" "$logs/sysucx" > "$out/sysucx.txt" 2>&1 || fail "gpu-system-ucx.sh"
+if [ -n "$sys_pid" ]; then
+  say "waiting for gpu-system-ucx.sh"
+  wait "$sys_pid" || fail "gpu-system-ucx.sh"
   grep -E "^=== |tests passed|\*\*\*Failed|\(Failed\)|gpu-system-ucx.sh:" "$out/sysucx.txt" | tail -20
 fi
 
-# ---- 4. the staged intra-node bench ---------------------------------------------------------------------------------
+# ---- 4. the staged intra-node bench (once UCX is built) ---------------------------------------------------------------------------------
 if ! skipped bench; then
   ucx_args=() base_args=()
   if [ -n "$ucx_pid" ]; then
