@@ -93,8 +93,9 @@ struct Peer {
         if (iface->md().mem_reg(buf.data(), buf.size(), mem::MemInfo{}, access, &mh) != GDX_OK) return 2;
         if (iface->ep_create(&ep) != GDX_OK) return 2;
         std::unique_ptr<tp::Bootstrap> boot;
-        tp::Bootstrap::Options opt = tp::Bootstrap::options_from(cfg);
+        tp::Bootstrap::Options opt;
         opt.host = args.host;
+        opt.timeout = cfg.duration(ConfigId::CONN_TIMEOUT); // tcp_netns_test.sh lengthens it for lossy links
         opt.port = args.port;
         opt.size = 2;
         gdx_status_t st = args.listen ? tp::Bootstrap::listen(opt, &boot) : tp::Bootstrap::join(opt, &boot);
