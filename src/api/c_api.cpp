@@ -76,7 +76,7 @@ const char *gdx_context_config_get(const gdx_context_t *context, const char *nam
     if (context == nullptr || name == nullptr) return nullptr;
     const gdx::ConfigVarDesc *d = gdx::config_find(name);
     if (d == nullptr) return nullptr;
-    return context->impl->config().text(d->id).c_str();
+    return context->impl->config().text(*d).c_str();
 }
 
 gdx_status_t gdx_ep_create(gdx_context_t *context, gdx_ep_t **ep_p) {

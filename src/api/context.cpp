@@ -1,6 +1,7 @@
 #include "api/context.h"
 
 #include "core/error.h"
+#include "transport/config_vars.h"
 
 #include <cstdio>
 #include <fstream>
@@ -36,7 +37,7 @@ gdx_status_t Context::open_transports() {
     std::string skipped;
     for (tp::Component *c : tp::components()) {
         std::string name(c->name());
-        if (!config_.list_allows(ConfigId::TLS, name)) continue;
+        if (!config_.list_allows(tp::TransportVar::TLS, name)) continue;
         std::vector<tp::DeviceDesc> devs;
         if (c->query_devices(&devs) != GDX_OK || devs.empty()) {
             skipped += " " + name + " (no device)";
@@ -61,7 +62,8 @@ gdx_status_t Context::open_transports() {
     if (!skipped.empty()) GDX_DEBUG(kComp, "transports not opened:%s", skipped.c_str());
     if (transports_.empty())
         return GDX_FAIL(GDX_ERR_UNREACHABLE, kComp, "no transport could be opened (GDX_TLS=%s):%s",
-                        config_.text(ConfigId::TLS).c_str(), skipped.empty() ? " none compiled in" : skipped.c_str());
+                        config_.text(tp::TransportVar::TLS).c_str(),
+                        skipped.empty() ? " none compiled in" : skipped.c_str());
     return GDX_OK;
 }
 

@@ -57,7 +57,7 @@ gdx_status_t gdx_ext_config_var(size_t index, gdx_ext_config_var_t *var) {
 const char *gdx_ext_config_source(const gdx_context_t *context, const char *name) {
     if (context == nullptr || name == nullptr) return nullptr;
     const gdx::ConfigVarDesc *d = gdx::config_find(name);
-    return d == nullptr ? nullptr : gdx::config_source_name(context->impl->config().source(d->id));
+    return d == nullptr ? nullptr : gdx::config_source_name(context->impl->config().source(*d));
 }
 
 gdx_status_t gdx_ext_size_parse(const char *text, uint64_t *bytes) {

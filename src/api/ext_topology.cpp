@@ -8,7 +8,9 @@
 #include "core/error.h"
 #include "gdx/gdx_ext.h"
 #include "memtype/cuda_driver.h"
+#include "transport/rc/config_vars.h"
 #include "transport/rc/device.h"
+#include "transport/topo/config_vars.h"
 #include "transport/topo/topology.h"
 
 #include <cstdio>
@@ -111,7 +113,8 @@ void print_topology(const Context &ctx, TextOut &out) {
                                                   : "this machine (hwloc, CUDA driver, libibverbs)");
     out.printf("#   GDX_GDR=%s GDX_GDR_LEVEL=%s GDX_PCI_P2P_DISABLE=%s GDX_NET_DEVICES=%s GDX_REG_METHODS=%s\n",
                ternary_name(pol.gdr), topo::path_name(pol.level), pol.p2p_disabled ? "yes" : "no",
-               join_list(cfg.list(ConfigId::NET_DEVICES)).c_str(), join_list(cfg.list(ConfigId::REG_METHODS)).c_str());
+               join_list(cfg.list(topo::TopoVar::NET_DEVICES)).c_str(),
+               join_list(cfg.list(tp::RcVar::REG_METHODS)).c_str());
     const Devices dev = collect_devices(cfg, *t);
     if (!t->from_file())
         for (const Nic &n : dev.nics)
@@ -130,7 +133,7 @@ void print_topology(const Context &ctx, TextOut &out) {
                 out.printf("%s: no RDMA device → staged (TCP/shm only)\n", g.name.c_str());
             else
                 out.printf("%s: no RDMA device allowed by GDX_NET_DEVICES=%s → staged (TCP/shm only)\n", g.name.c_str(),
-                           join_list(cfg.list(ConfigId::NET_DEVICES)).c_str());
+                           join_list(cfg.list(topo::TopoVar::NET_DEVICES)).c_str());
         }
         return;
     }

@@ -1,6 +1,7 @@
-// The GDX_* table, whole-value parsing with error messages that name variable, value and accepted values,
-// and loading of one context's configuration from defaults, environment and API overrides.
+// Whole-value parsing of a GDX_* row with error messages that name variable, value and accepted values, and
+// loading of one context's configuration from defaults, environment and API overrides (the rows: the registry).
 #include "core/config.h"
+#include "core/config_vars.h"
 #include "core/log.h"
 
 #include <algorithm>
@@ -12,14 +13,6 @@ extern char **environ;
 namespace gdx {
 
 namespace {
-
-constexpr ConfigVarDesc kTable[] = {
-#define GDX_CONFIG_VAR(id, type, def, accepted, doc)                                                        \
-    {ConfigId::id, "GDX_" #id, ConfigType::type, def, accepted, doc},
-#include "core/config_vars.inc"
-#undef GDX_CONFIG_VAR
-};
-static_assert(std::size(kTable) == static_cast<size_t>(ConfigId::kCount));
 
 std::vector<std::string> split(std::string_view s, char sep) {
     std::vector<std::string> out;
@@ -42,30 +35,10 @@ bool in_accepted(std::string_view accepted, std::string_view item) {
     return false;
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-        cur[0] = i;
-        for (size_t j = 1; j <= b.size(); ++j)
-            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        std::swap(prev, cur);
-    }
-    return prev[b.size()];
-}
-
 } // namespace
 
 // The accepted values by type, without the range row (config_accepted_text adds it).
 std::string config_accepted_base(const ConfigVarDesc &d);
-
-std::span<const ConfigVarDesc> config_table() { return kTable; }
-
-const ConfigVarDesc *config_find(std::string_view name) {
-    for (auto &d : kTable)
-        if (d.name == name) return &d;
-    return nullptr;
-}
 
 const char *config_type_name(ConfigType t) {
     switch (t) {
@@ -84,7 +57,7 @@ const char *config_type_name(ConfigType t) {
 
 std::string config_accepted_text(const ConfigVarDesc &d) {
     std::string text = config_accepted_base(d);
-    if (std::string_view r = config_range(d.id); !r.empty()) text += " (range " + std::string(r) + ")";
+    if (!d.range.empty()) text += " (range " + std::string(d.range) + ")";
     return text;
 }
 
@@ -207,24 +180,13 @@ gdx_status_t config_parse_value(const ConfigVarDesc &d, std::string_view text, C
     return GDX_ERR_INVALID_CONFIG;
 }
 
-std::string config_suggest(std::string_view name) {
-    std::string best;
-    size_t best_d = 4; // farther than 3 edits is no typo
-    for (auto &d : kTable) {
-        size_t dist = edit_distance(name, d.name);
-        if (dist < best_d) {
-            best_d = dist;
-            best = d.name;
-        }
-    }
-    return best;
-}
-
 Config Config::defaults() {
     Config c;
-    c.entries_.resize(std::size(kTable));
-    for (auto &d : kTable) {
-        Entry &e = c.entries_[static_cast<unsigned>(d.id)];
+    const std::span<const ConfigVarDesc> table = config_table();
+    c.entries_.resize(table.size());
+    for (size_t i = 0; i < table.size(); ++i) {
+        const ConfigVarDesc &d = table[i];
+        Entry &e = c.entries_[i];
         std::string err;
         gdx_status_t st = config_parse_value(d, d.default_value, &e.value, &err);
         if (st != GDX_OK) {
@@ -240,7 +202,7 @@ Config Config::defaults() {
 gdx_status_t Config::load(const Overrides &overrides, Config *out, std::string *error) {
     Config c = defaults();
     auto set = [&](const ConfigVarDesc &d, std::string_view text, ConfigSource src) {
-        Entry &e = c.entries_[static_cast<unsigned>(d.id)];
+        Entry &e = c.entries_[config_index(d)];
         gdx_status_t st = config_parse_value(d, text, &e.value, error);
         if (st != GDX_OK) return st;
         e.source = src;
@@ -277,20 +239,14 @@ gdx_status_t Config::load(const Overrides &overrides, Config *out, std::string *
     return GDX_OK;
 }
 
-bool Config::list_allows(ConfigId id, std::string_view item) const {
-    for (auto &s : list(id))
-        if (s == "all" || s == item) return true;
-    return false;
-}
-
 gdx_status_t config_apply_logging(const Config &cfg, std::string *error) {
-    const std::string &name = cfg.str(ConfigId::LOG_LEVEL);
+    const std::string &name = cfg.str(CoreVar::LOG_LEVEL);
     log::Level lvl = log::Level::Warn;
     for (size_t i = 0; i < std::size(log::kLevelNames); ++i)
         if (log::kLevelNames[i] == name) lvl = static_cast<log::Level>(i);
     std::string why;
-    if (!log::configure(lvl, cfg.str(ConfigId::LOG_FILE), &why)) {
-        if (error) *error = "GDX_LOG_FILE=" + cfg.str(ConfigId::LOG_FILE) + ": " + why;
+    if (!log::configure(lvl, cfg.str(CoreVar::LOG_FILE), &why)) {
+        if (error) *error = "GDX_LOG_FILE=" + cfg.str(CoreVar::LOG_FILE) + ": " + why;
         return GDX_ERR_INVALID_CONFIG;
     }
     return GDX_OK;

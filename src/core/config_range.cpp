@@ -1,9 +1,10 @@
-// Ranges and relations of the GDX_* table (the GDX_CONFIG_RANGE rows of config_vars.inc), checked where a value
-// enters: config_parse_value (gdx_config_set, the environment, UCX_GDX_* overrides) checks one value against its
-// row; Config::load checks the relations between variables once every value is known. Before this, out-of-range
-// values were accepted here and refused only when a transport opened, as "no transport could be opened" without
-// the variable's name (issue 16).
+// Ranges and relations of the GDX_* rows (the GDX_CONFIG_RANGE and GDX_CONFIG_AT_MOST rows of each layer's
+// config_vars.inc), checked where a value enters: config_parse_value (gdx_config_set, the environment, UCX_GDX_*
+// overrides) checks one value against its row; Config::load checks the relations once every value is known.
+// Before this, out-of-range values were accepted here and refused only when a transport opened, as "no transport
+// could be opened" without the variable's name (issue 16).
 #include "core/config.h"
+#include "core/config_registry.h"
 
 #include <bit>
 #include <cstring>
@@ -11,19 +12,6 @@
 namespace gdx {
 
 namespace {
-
-struct RangeRow {
-    ConfigId id;
-    std::string_view range;
-};
-
-constexpr RangeRow kRanges[] = {
-#define GDX_CONFIG_VAR(id, type, def, accepted, doc)
-#define GDX_CONFIG_RANGE(id, range) {ConfigId::id, range},
-#include "core/config_vars.inc"
-#undef GDX_CONFIG_RANGE
-#undef GDX_CONFIG_VAR
-};
 
 // A parsed "[word|][pow2 ]lo..hi" row. Bounds are parsed with the variable's own parser (sizes take units,
 // durations their suffixes), so the table reads like the values a user types.
@@ -74,17 +62,10 @@ bool in_range(const Range &r, ConfigType t, uint64_t v) {
 
 } // namespace
 
-std::string_view config_range(ConfigId id) {
-    for (const RangeRow &row : kRanges)
-        if (row.id == id) return row.range;
-    return {};
-}
-
 gdx_status_t config_check_range(const ConfigVarDesc &d, std::string_view text, const ConfigValue &value,
                                 std::string *error) {
-    std::string_view row = config_range(d.id);
-    if (row.empty()) return GDX_OK;
-    const Range r = split_range(row);
+    if (d.range.empty()) return GDX_OK;
+    const Range r = split_range(d.range);
     bool ok = true;
     if (std::holds_alternative<uint64_t>(value)) {
         ok = in_range(r, d.type, std::get<uint64_t>(value));
@@ -111,11 +92,15 @@ gdx_status_t config_check_range(const ConfigVarDesc &d, std::string_view text, c
 }
 
 gdx_status_t config_check_relations(const Config &cfg, std::string *error) {
-    // An rc inline payload travels inside one active-message buffer's worth of work request: it cannot exceed it.
-    if (cfg.size(ConfigId::RC_MAX_INLINE) > cfg.size(ConfigId::RC_SEG_SIZE)) {
+    // Declared by the layer that owns the left variable (its GDX_CONFIG_AT_MOST rows, each with its reason);
+    // gdx_config_set sees one value at a time, so relations wait for the whole configuration.
+    const ConfigRegistry &reg = config_registry();
+    for (const ConfigRegistry::Relation &rel : reg.relations) {
+        const ConfigVarDesc &l = reg.table[rel.lhs], &r = reg.table[rel.rhs];
+        if (std::get<uint64_t>(cfg.value(l)) <= std::get<uint64_t>(cfg.value(r))) continue;
         if (error)
-            *error = "GDX_RC_MAX_INLINE=" + cfg.text(ConfigId::RC_MAX_INLINE) + " exceeds GDX_RC_SEG_SIZE=" +
-                     cfg.text(ConfigId::RC_SEG_SIZE) + "; accepted: GDX_RC_MAX_INLINE <= GDX_RC_SEG_SIZE";
+            *error = std::string(l.name) + "=" + cfg.text(l) + " exceeds " + std::string(r.name) + "=" + cfg.text(r) +
+                     "; accepted: " + std::string(l.name) + " <= " + std::string(r.name);
         return GDX_ERR_INVALID_CONFIG;
     }
     return GDX_OK;

@@ -1,11 +1,13 @@
 #include "fallback/engine.h"
 
 #include "core/error.h"
+#include "fallback/config_vars.h"
 #include "fallback/engine_core.h"
 #include "fallback/staging_pipeline.h"
 #include "fallback/staging_target.h"
 #include "memtype/access_probe.h"
 #include "memtype/memtype.h"
+#include "transport/config_vars.h"
 
 #include <algorithm>
 #include <chrono>
@@ -19,30 +21,30 @@ namespace gdx::fb {
 
 gdx_status_t Params::from_config(const Config &cfg, Params *out) {
     Params p;
-    const PerKindSize &frag = cfg.per_kind(ConfigId::FRAG_SIZE);
+    const PerKindSize &frag = cfg.per_kind(StagingVar::FRAG_SIZE);
     p.frag_host = frag.get("host", p.frag_host);
     p.frag_cuda = frag.get("cuda", p.frag_cuda);
-    p.depth = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(ConfigId::STAGING_DEPTH), 1u << 20));
-    p.pool_slots = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(ConfigId::STAGING_POOL), 1u << 20));
-    p.small_thresh = cfg.size(ConfigId::STAGING_THRESH);
-    p.peer_timeout_ns = cfg.duration(ConfigId::PEER_TIMEOUT).count(); // inf: INT64_MAX, the clock never fires
-    p.fault.p2p_every = cfg.uint(ConfigId::FAULT_P2P_EVERY);
-    p.fault.p2p_percent = cfg.uint(ConfigId::FAULT_P2P_PERCENT);
-    p.fault.copy_every = cfg.uint(ConfigId::FAULT_COPY_EVERY);
-    p.fault.pool_limit = cfg.uint(ConfigId::FAULT_POOL_LIMIT);
-    p.fault.seed = cfg.uint(ConfigId::FAULT_SEED);
+    p.depth = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(StagingVar::STAGING_DEPTH), 1u << 20));
+    p.pool_slots = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(StagingVar::STAGING_POOL), 1u << 20));
+    p.small_thresh = cfg.size(StagingVar::STAGING_THRESH);
+    p.peer_timeout_ns = cfg.duration(tp::TransportVar::PEER_TIMEOUT).count(); // inf: INT64_MAX, the clock never fires
+    p.fault.p2p_every = cfg.uint(StagingVar::FAULT_P2P_EVERY);
+    p.fault.p2p_percent = cfg.uint(StagingVar::FAULT_P2P_PERCENT);
+    p.fault.copy_every = cfg.uint(StagingVar::FAULT_COPY_EVERY);
+    p.fault.pool_limit = cfg.uint(StagingVar::FAULT_POOL_LIMIT);
+    p.fault.seed = cfg.uint(StagingVar::FAULT_SEED);
     auto bad = [](const char *var, const std::string &value, const char *accepted) {
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, kComp, "%s=%s is out of range: %s", var, value.c_str(), accepted);
     };
     for (uint64_t f : {p.frag_host, p.frag_cuda})
         if (f < 4096 || f > (uint64_t(1) << 30))
-            return bad("GDX_FRAG_SIZE", cfg.text(ConfigId::FRAG_SIZE), "each size must be in [4K, 1G]");
+            return bad("GDX_FRAG_SIZE", cfg.text(StagingVar::FRAG_SIZE), "each size must be in [4K, 1G]");
     if (p.depth == 0 || p.depth > 1024)
-        return bad("GDX_STAGING_DEPTH", cfg.text(ConfigId::STAGING_DEPTH), "1 to 1024");
+        return bad("GDX_STAGING_DEPTH", cfg.text(StagingVar::STAGING_DEPTH), "1 to 1024");
     if (p.pool_slots < 3 || p.pool_slots > kMaxPoolSlots)
-        return bad("GDX_STAGING_POOL", cfg.text(ConfigId::STAGING_POOL), "3 to 4096 (a slot per partition at least)");
+        return bad("GDX_STAGING_POOL", cfg.text(StagingVar::STAGING_POOL), "3 to 4096 (a slot per partition at least)");
     if (p.fault.p2p_percent > 100)
-        return bad("GDX_FAULT_P2P_PERCENT", cfg.text(ConfigId::FAULT_P2P_PERCENT), "0 to 100");
+        return bad("GDX_FAULT_P2P_PERCENT", cfg.text(StagingVar::FAULT_P2P_PERCENT), "0 to 100");
     *out = p;
     return GDX_OK;
 }

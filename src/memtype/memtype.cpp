@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "memtype/config_vars.h"
 #include "memtype/free_hooks.h"
 
 #if GDX_HAVE_CUDA_H
@@ -52,16 +53,16 @@ std::string describe(const MemInfo &info) {
 
 DetectorOptions Detector::options(const Config &cfg) {
     DetectorOptions o;
-    o.use_cuda = cfg.ternary(ConfigId::CUDA) != Ternary::No;
-    o.cache = cfg.boolean(ConfigId::MEMTYPE_CACHE);
-    o.cache_entries = cfg.uint(ConfigId::MEMTYPE_CACHE_ENTRIES);
-    o.hooks = cfg.ternary(ConfigId::MEMTYPE_HOOKS);
+    o.use_cuda = cfg.ternary(MemtypeVar::CUDA) != Ternary::No;
+    o.cache = cfg.boolean(MemtypeVar::MEMTYPE_CACHE);
+    o.cache_entries = cfg.uint(MemtypeVar::MEMTYPE_CACHE_ENTRIES);
+    o.hooks = cfg.ternary(MemtypeVar::MEMTYPE_HOOKS);
     return o;
 }
 
 gdx_status_t Detector::create(const Config &cfg, std::unique_ptr<Detector> *out) {
     if (out == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "Detector::create: null output");
-    if (cfg.ternary(ConfigId::CUDA) == Ternary::Yes && !ops(MemKind::Cuda).available())
+    if (cfg.ternary(MemtypeVar::CUDA) == Ternary::Yes && !ops(MemKind::Cuda).available())
         return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "GDX_CUDA=yes but %s", why_no_cuda().c_str());
     DetectorOptions o = options(cfg);
     if (o.hooks == Ternary::Yes && o.use_cuda && ops(MemKind::Cuda).available() && !install_free_hooks().installed)

@@ -6,14 +6,13 @@
 //                      (clients get ranks 1..size-1 in arrival order unless they ask for one)
 //   under mpirun       Bootstrap::from_env(host, port, timeout): OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE
 //                      say who is who; rank 0 listens on host:port, the others join it.
-// Every step is bounded by `timeout` (GDX_CONN_TIMEOUT by default) and fails with a line that says what was
-// being waited for. Messages are framed and validated like the transport's wire format (little-endian,
-// lengths bounded), so a stray client cannot make a rank allocate without bound or hang it.
+// Every step is bounded by `timeout` (the caller's; gdx_ext_oob_* take it in milliseconds) and fails with a line
+// that says what was being waited for. Messages are framed and validated like the transport's wire format
+// (little-endian, lengths bounded), so a stray client cannot make a rank allocate without bound or hang it.
 //
 // Not a transport: it moves a few kilobytes once per run, blocking the caller.
 #pragma once
 
-#include "core/config.h"
 #include "gdx/status.h"
 
 #include <chrono>
@@ -34,14 +33,6 @@ class Bootstrap {
         int size = 0;                   // listen(): number of processes, >= 1; join(): 0 or the expected size
         std::chrono::nanoseconds timeout = std::chrono::seconds(10); // bound of each step
     };
-
-    // host = GDX_TCP_ADDR, timeout = GDX_CONN_TIMEOUT; port, rank and size are the caller's.
-    static Options options_from(const Config &cfg) {
-        Options o;
-        o.host = cfg.str(ConfigId::TCP_ADDR);
-        o.timeout = cfg.duration(ConfigId::CONN_TIMEOUT);
-        return o;
-    }
 
     static constexpr size_t kMaxBlob = 1u << 20; // per rank per allgather
     static constexpr int kMaxSize = 4096;

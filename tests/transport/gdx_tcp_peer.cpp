@@ -14,6 +14,7 @@
 #include "peer_blob.h"
 #include "tcp_test_util.h"
 #include "transport/bootstrap.h"
+#include "transport/config_vars.h"
 #include "transport/tcp/tcp.h"
 #include "transport/wire.h"
 
@@ -93,8 +94,9 @@ struct Peer {
         if (iface->md().mem_reg(buf.data(), buf.size(), mem::MemInfo{}, access, &mh) != GDX_OK) return 2;
         if (iface->ep_create(&ep) != GDX_OK) return 2;
         std::unique_ptr<tp::Bootstrap> boot;
-        tp::Bootstrap::Options opt = tp::Bootstrap::options_from(cfg);
+        tp::Bootstrap::Options opt;
         opt.host = args.host;
+        opt.timeout = cfg.duration(tp::TransportVar::CONN_TIMEOUT); // tcp_netns_test.sh lengthens it for lossy links
         opt.port = args.port;
         opt.size = 2;
         gdx_status_t st = args.listen ? tp::Bootstrap::listen(opt, &boot) : tp::Bootstrap::join(opt, &boot);

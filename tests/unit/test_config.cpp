@@ -1,7 +1,10 @@
 // Every configuration type, every parse error, sources and precedence, the typo guard.
 #include "core/config.h"
 #include "core/log.h"
+#include "fallback/config_vars.h"
 #include "gdx/gdx.h"
+#include "transport/config_vars.h"
+#include "transport/topo/config_vars.h"
 
 #include <gtest/gtest.h>
 
@@ -153,14 +156,14 @@ TEST(ConfigLoad, EnvironmentThenApiPrecedenceAndSources) {
     Config c;
     std::string err;
     ASSERT_EQ(Config::load({{"GDX_FRAG_SIZE", "cuda:1M"}}, &c, &err), GDX_OK) << err;
-    EXPECT_EQ(c.uint(ConfigId::STAGING_DEPTH), 8u);
-    EXPECT_EQ(c.source(ConfigId::STAGING_DEPTH), ConfigSource::Environment);
-    EXPECT_EQ(c.per_kind(ConfigId::FRAG_SIZE).get("cuda", 0), 1u << 20); // API beats environment
-    EXPECT_EQ(c.source(ConfigId::FRAG_SIZE), ConfigSource::Api);
-    EXPECT_EQ(c.source(ConfigId::GDR), ConfigSource::Default);
-    EXPECT_EQ(c.ternary(ConfigId::GDR), Ternary::Try);
-    EXPECT_EQ(c.duration(ConfigId::PEER_TIMEOUT), 10s);
-    EXPECT_TRUE(c.list_allows(ConfigId::TLS, "tcp"));
+    EXPECT_EQ(c.uint(fb::StagingVar::STAGING_DEPTH), 8u);
+    EXPECT_EQ(c.source(fb::StagingVar::STAGING_DEPTH), ConfigSource::Environment);
+    EXPECT_EQ(c.per_kind(fb::StagingVar::FRAG_SIZE).get("cuda", 0), 1u << 20); // API beats environment
+    EXPECT_EQ(c.source(fb::StagingVar::FRAG_SIZE), ConfigSource::Api);
+    EXPECT_EQ(c.source(topo::TopoVar::GDR), ConfigSource::Default);
+    EXPECT_EQ(c.ternary(topo::TopoVar::GDR), Ternary::Try);
+    EXPECT_EQ(c.duration(tp::TransportVar::PEER_TIMEOUT), 10s);
+    EXPECT_TRUE(c.list_allows(tp::TransportVar::TLS, "tcp"));
 }
 
 TEST(ConfigLoad, InvalidEnvironmentValueFails) {

@@ -91,7 +91,7 @@ TEST(ConfigRange, EveryRangeRowParsesAndAcceptsTheDefault) {
         ConfigValue v;
         std::string err;
         EXPECT_EQ(config_parse_value(d, d.default_value, &v, &err), GDX_OK) << err;
-        std::string_view r = config_range(d.id);
+        std::string_view r = d.range;
         if (!r.empty()) {
             EXPECT_NE(r.find(".."), std::string_view::npos) << d.name << ": " << r;
         }

@@ -5,6 +5,10 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <sys/wait.h>
 
 namespace {
@@ -39,6 +43,37 @@ TEST(GdxInfo, ConfigListsEveryVariableWithValueDefaultSourceDoc) {
     }
     EXPECT_NE(r.out.find("GDX_STAGING_DEPTH=6\n#   default: 4 | source: environment"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("GDX_GDR=try\n#   default: try | source: default"), std::string::npos) << r.out;
+}
+
+// Each layer declares its rows in a config_vars.inc next to its code; every such file under src/ must reach the
+// registry (a layer missing from src/config/layers.cpp would not) and gdx_info -c, with the doc written there.
+TEST(GdxInfo, EveryLayersRowsFileReachesTheRegistryAndConfigOutput) {
+    RunResult r = run("", "-c");
+    ASSERT_EQ(r.status, 0) << r.out;
+    // A row starts a line: GDX_CONFIG_VAR(ID, Type, "default", "accepted", "doc" (the doc's first 40 characters).
+    const std::regex row(R"((?:^|\n)GDX_CONFIG_VAR\((\w+),[^"]*"[^"]*",\s*"[^"]*",\s*"([^"]{0,40}))");
+    size_t files = 0, rows = 0;
+    for (const auto &e : std::filesystem::recursive_directory_iterator(GDX_TEST_SOURCE_DIR "/src")) {
+        if (e.path().filename() != "config_vars.inc") continue;
+        ++files;
+        std::ifstream f(e.path());
+        std::stringstream text;
+        text << f.rdbuf();
+        const std::string s = text.str();
+        size_t in_file = 0;
+        for (auto m = std::sregex_iterator(s.begin(), s.end(), row); m != std::sregex_iterator(); ++m, ++in_file) {
+            const std::string name = "GDX_" + (*m)[1].str(), doc = (*m)[2].str();
+            const gdx::ConfigVarDesc *d = gdx::config_find(name);
+            ASSERT_NE(d, nullptr) << name << " of " << e.path() << " is not in the registry (src/config/layers.cpp)";
+            EXPECT_TRUE(d->doc.starts_with(doc)) << name << ": " << d->doc;
+            EXPECT_NE(r.out.find("\n" + name + "="), std::string::npos) << name;
+            EXPECT_NE(r.out.find("#   " + std::string(d->doc.substr(0, 40))), std::string::npos) << name;
+        }
+        EXPECT_GT(in_file, 0u) << e.path() << ": no row read (has the row format changed?)";
+        rows += in_file;
+    }
+    EXPECT_GE(files, 9u); // core, memtype, topology, transport, tcp, shm, cuda_ipc, rc, staging
+    EXPECT_EQ(rows, gdx::config_table().size()) << "rows declared outside a config_vars.inc, or read twice";
 }
 
 TEST(GdxInfo, BogusLogLevelFailsNamingVariableValueAccepted) {

@@ -2,6 +2,9 @@
 #include "transport/cuda_ipc/ipc_internal.h"
 
 #include "core/error.h"
+#include "transport/config_vars.h"
+#include "transport/cuda_ipc/config_vars.h"
+#include "transport/shm/config_vars.h"
 #include "transport/transport.h" // the Component a build without cuda.h still registers (no devices)
 
 #include <memory>
@@ -76,24 +79,24 @@ gdx_status_t CudaIpcIface::create(const Config &cfg, int device, std::unique_ptr
     ifc->name_ = "GPU" + std::to_string(device);
     for (const cuda::DeviceInfo &d : cuda::list_devices())
         if (d.ordinal == device) ifc->bus_id_ = d.pci_bus_id;
-    ifc->p2p_ = cfg.ternary(ConfigId::P2P);
+    ifc->p2p_ = cfg.ternary(CudaIpcVar::P2P);
     shm::HubConfig hc;
     hc.transport = "cuda_ipc";
     hc.tid = wire::TransportId::CudaIpc;
-    hc.ring_size = cfg.size(ConfigId::SHM_RING_SIZE);
+    hc.ring_size = cfg.size(ShmVar::SHM_RING_SIZE);
     hc.cma = Ternary::No; // GPU bytes never go through the CPU here
-    hc.conn_timeout_ns = cfg.duration(ConfigId::CONN_TIMEOUT).count();
+    hc.conn_timeout_ns = cfg.duration(TransportVar::CONN_TIMEOUT).count();
     gdx_status_t st = shm::Hub::create(hc, &ifc->hub_);
     if (st != GDX_OK) return st;
     ifc->exports_ = std::make_shared<ExportState>();
     register_local_exporter(ifc->hub_->nonce(), ifc->exports_);
     ifc->md_ = std::make_unique<IpcMd>(device, ifc->hub_->nonce(), ifc->p2p_, ifc->exports_);
-    ifc->cache_ = std::make_unique<ImportCache>(device, cfg.uint(ConfigId::CUDA_IPC_CACHE));
+    ifc->cache_ = std::make_unique<ImportCache>(device, cfg.uint(CudaIpcVar::CUDA_IPC_CACHE));
 
     cuda::DeviceScope scope(device);
     if (!scope.ok())
         return GDX_FAIL(GDX_ERR_DRIVER, kComp, "binding GPU %d: %s", device, cuda::error_text(scope.status()).c_str());
-    size_t nstreams = std::clamp<uint64_t>(cfg.uint(ConfigId::CUDA_IPC_STREAMS), 1, 16);
+    size_t nstreams = std::clamp<uint64_t>(cfg.uint(CudaIpcVar::CUDA_IPC_STREAMS), 1, 16);
     ifc->streams_.resize(nstreams);
     for (Stream &s : ifc->streams_) {
         CUresult r = api->cuStreamCreate(&s.s, CU_STREAM_NON_BLOCKING);
@@ -101,7 +104,7 @@ gdx_status_t CudaIpcIface::create(const Config &cfg, int device, std::unique_ptr
             return GDX_FAIL(GDX_ERR_DRIVER, kComp, "cuStreamCreate on GPU %d: %s", device, cuda::error_text(r).c_str());
     }
     const ExtraApi *x = extra_api();
-    bool want_flags = cfg.str(ConfigId::CUDA_IPC_SIGNAL) == "flag";
+    bool want_flags = cfg.str(CudaIpcVar::CUDA_IPC_SIGNAL) == "flag";
     if (want_flags && x && x->cuStreamWriteValue32) {
         CUresult r = api->cuMemHostAlloc(&ifc->flags_host_, kFlagStride * nstreams,
                                          CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);

@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "transport/rc/iface.h"
+#include "transport/topo/config_vars.h"
 
 #include <cstdlib>
 
@@ -37,7 +38,7 @@ class RcComponent final : public Component {
         }
         if (!topo::net_device_allowed(cfg, dev.name))
             return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "rc: %s is not in GDX_NET_DEVICES=%s", dev.name.c_str(),
-                            cfg.text(ConfigId::NET_DEVICES).c_str());
+                            cfg.text(topo::TopoVar::NET_DEVICES).c_str());
         return RcInterface::open(name, static_cast<uint8_t>(port), cfg, out);
     }
 };

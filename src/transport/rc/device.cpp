@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/rc/config_vars.h"
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -192,7 +193,7 @@ gdx_status_t DeviceCtx::select_gid(const Config &cfg) {
         gid_index_ = -1;
         return GDX_OK;
     }
-    const std::string &want = cfg.str(ConfigId::IB_GID_INDEX);
+    const std::string &want = cfg.str(RcVar::IB_GID_INDEX);
     long forced = -1;
     if (want != "auto") {
         char *end = nullptr;

@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/config_vars.h"
+#include "transport/rc/config_vars.h"
 #include "transport/rc/ep.h"
 
 #include <algorithm>
@@ -44,16 +46,16 @@ gdx_status_t RcInterface::init(std::shared_ptr<DeviceCtx> dev, const Config &cfg
     dev_ = std::move(dev);
     port_name_ = dev_->port_name();
     const ibv_device_attr &da = dev_->dev_attr().orig_attr;
-    tx_len_ = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(ConfigId::RC_TX_QUEUE_LEN), da.max_qp_wr));
-    rx_len_ = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(ConfigId::RC_RX_QUEUE_LEN), da.max_qp_wr));
-    seg_size_ = cfg.size(ConfigId::RC_SEG_SIZE);
-    max_inline_ = cfg.size(ConfigId::RC_MAX_INLINE);
+    tx_len_ = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(RcVar::RC_TX_QUEUE_LEN), da.max_qp_wr));
+    rx_len_ = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(RcVar::RC_RX_QUEUE_LEN), da.max_qp_wr));
+    seg_size_ = cfg.size(RcVar::RC_SEG_SIZE);
+    max_inline_ = cfg.size(RcVar::RC_MAX_INLINE);
     if (tx_len_ < 2 || rx_len_ < 1 || seg_size_ < 64 || seg_size_ > (1u << 30))
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, kComp,
                         "%s: GDX_RC_TX_QUEUE_LEN=%u (>= 2), GDX_RC_RX_QUEUE_LEN=%u (>= 1) and GDX_RC_SEG_SIZE=%zu "
                         "(64..1G) out of range (device max_qp_wr %d)",
                         port_name_.c_str(), tx_len_, rx_len_, seg_size_, da.max_qp_wr);
-    timing_ = QpTiming::from(cfg.duration(ConfigId::PEER_TIMEOUT));
+    timing_ = QpTiming::from(cfg.duration(TransportVar::PEER_TIMEOUT));
     md_ = std::make_unique<RcMemoryDomain>(dev_, cfg);
 
     channel_ = ibv_create_comp_channel(dev_->ctx());

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "memtype/cuda_driver.h"
+#include "transport/rc/config_vars.h"
 #include "transport/reg_check.h"
 
 #include <cerrno>
@@ -181,7 +182,7 @@ RcMemoryDomain::RcMemoryDomain(std::shared_ptr<DeviceCtx> dev, const Config &cfg
                                std::shared_ptr<Registrar> registrar, DmabufExport exporter)
     : dev_(std::move(dev)), registrar_(std::move(registrar)), exporter_(exporter), ladder_(LadderConfig::from(cfg)),
       policy_(topo::GdrPolicy::from(cfg)), cfg_(cfg), name_(registrar_->device_name()),
-      rcache_(cfg.size(ConfigId::RCACHE_MAX_SIZE)) {}
+      rcache_(cfg.size(RcVar::RCACHE_MAX_SIZE)) {}
 
 RcMemoryDomain::~RcMemoryDomain() {
     const RcacheStats &s = rcache_.stats();

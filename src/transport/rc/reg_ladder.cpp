@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/rc/config_vars.h"
+#include "transport/topo/config_vars.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -52,13 +54,13 @@ void VerbsRegistrar::dereg(ibv_mr *mr) {
 
 LadderConfig LadderConfig::from(const Config &cfg) {
     LadderConfig c;
-    c.gdr = cfg.ternary(ConfigId::GDR);
+    c.gdr = cfg.ternary(topo::TopoVar::GDR);
     c.order.clear();
-    for (const std::string &m : cfg.list(ConfigId::REG_METHODS)) {
+    for (const std::string &m : cfg.list(RcVar::REG_METHODS)) {
         Rung r = m == "dmabuf" ? Rung::Dmabuf : m == "peermem" ? Rung::PeerMem : Rung::Odp;
         if (std::find(c.order.begin(), c.order.end(), r) == c.order.end()) c.order.push_back(r);
     }
-    c.chunk = cfg.size(ConfigId::RC_REG_CHUNK);
+    c.chunk = cfg.size(RcVar::RC_REG_CHUNK);
     return c;
 }
 

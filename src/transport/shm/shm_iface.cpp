@@ -1,5 +1,7 @@
 // shm interface and component: configuration, capabilities, progress across endpoints, wakeup.
 #include "core/error.h"
+#include "transport/config_vars.h"
+#include "transport/shm/config_vars.h"
 #include "transport/shm/shm_iface.h"
 
 #include <algorithm>
@@ -17,15 +19,15 @@ gdx_status_t ShmIface::create(const Config &cfg, std::unique_ptr<Interface> *out
     HubConfig hc;
     hc.transport = "shm";
     hc.tid = wire::TransportId::Shm;
-    hc.ring_size = cfg.size(ConfigId::SHM_RING_SIZE);
+    hc.ring_size = cfg.size(ShmVar::SHM_RING_SIZE);
     hc.extra_size = sizeof(ShmExtra);
-    hc.cma = cfg.ternary(ConfigId::SHM_CMA);
-    hc.conn_timeout_ns = cfg.duration(ConfigId::CONN_TIMEOUT).count();
+    hc.cma = cfg.ternary(ShmVar::SHM_CMA);
+    hc.conn_timeout_ns = cfg.duration(TransportVar::CONN_TIMEOUT).count();
     gdx_status_t st = Hub::create(hc, &ifc->hub_);
     if (st != GDX_OK) return st;
-    ifc->tun_.cma_thresh = cfg.size(ConfigId::SHM_CMA_THRESH);
-    ifc->tun_.cma_split = std::max<size_t>(cfg.size(ConfigId::SHM_CMA_SPLIT), 8192);
-    ifc->tun_.peer_timeout_ns = cfg.duration(ConfigId::PEER_TIMEOUT).count();
+    ifc->tun_.cma_thresh = cfg.size(ShmVar::SHM_CMA_THRESH);
+    ifc->tun_.cma_split = std::max<size_t>(cfg.size(ShmVar::SHM_CMA_SPLIT), 8192);
+    ifc->tun_.peer_timeout_ns = cfg.duration(TransportVar::PEER_TIMEOUT).count();
     ifc->md_.quiescer().iface = ifc.get();
 
     size_t max_rec = hc.ring_size / 8;

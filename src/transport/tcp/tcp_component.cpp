@@ -1,5 +1,7 @@
 // The tcp component: network devices, and opening an interface that listens only on GDX_TCP_ADDR.
 #include "core/error.h"
+#include "transport/config_vars.h"
+#include "transport/tcp/config_vars.h"
 #include "transport/tcp/tcp_internal.h"
 
 #include <cerrno>
@@ -78,10 +80,10 @@ bool owns(const NetDev &d, const asio::ip::address &a) {
 
 gdx_status_t parse_listen_addr(const Config &cfg, asio::ip::address *out) {
     boost::system::error_code ec;
-    *out = asio::ip::make_address(cfg.str(ConfigId::TCP_ADDR), ec);
+    *out = asio::ip::make_address(cfg.str(TcpVar::TCP_ADDR), ec);
     if (ec)
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_ADDR=%s is not an IPv4 or IPv6 address (%s)",
-                        cfg.str(ConfigId::TCP_ADDR).c_str(), ec.message().c_str());
+                        cfg.str(TcpVar::TCP_ADDR).c_str(), ec.message().c_str());
     return GDX_OK;
 }
 
@@ -90,7 +92,7 @@ gdx_status_t parse_listen_addr(const Config &cfg, asio::ip::address *out) {
 // Measured on 16 cores: 8 lanes carry 4-6x one connection; on 2 cores lanes are slower than none (the helper
 // threads take the cores the sender and the receiver need). bench/results/gpu-2026-11-24c.
 gdx_status_t lanes_from_config(const Config &cfg, unsigned *out) {
-    const std::string &v = cfg.str(ConfigId::TCP_LANES);
+    const std::string &v = cfg.str(TcpVar::TCP_LANES);
     if (v == "auto") {
         cpu_set_t set;
         CPU_ZERO(&set);
@@ -108,31 +110,31 @@ gdx_status_t lanes_from_config(const Config &cfg, unsigned *out) {
 namespace {
 
 gdx_status_t check_config(const Config &cfg) {
-    uint64_t depth = cfg.uint(ConfigId::TCP_TX_DEPTH);
+    uint64_t depth = cfg.uint(TcpVar::TCP_TX_DEPTH);
     if (depth == 0 || depth > kMaxTxDepth)
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_TX_DEPTH=%s: must be 1..%u",
-                        cfg.text(ConfigId::TCP_TX_DEPTH).c_str(), kMaxTxDepth);
-    if (cfg.duration(ConfigId::PEER_TIMEOUT).count() <= 0)
+                        cfg.text(TcpVar::TCP_TX_DEPTH).c_str(), kMaxTxDepth);
+    if (cfg.duration(TransportVar::PEER_TIMEOUT).count() <= 0)
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_PEER_TIMEOUT=%s: must be positive (or inf)",
-                        cfg.text(ConfigId::PEER_TIMEOUT).c_str());
-    if (cfg.duration(ConfigId::CONN_TIMEOUT).count() <= 0)
+                        cfg.text(TransportVar::PEER_TIMEOUT).c_str());
+    if (cfg.duration(TransportVar::CONN_TIMEOUT).count() <= 0)
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_CONN_TIMEOUT=%s: must be positive (or inf)",
-                        cfg.text(ConfigId::CONN_TIMEOUT).c_str());
+                        cfg.text(TransportVar::CONN_TIMEOUT).c_str());
     unsigned lanes = 0;
     if (lanes_from_config(cfg, &lanes) != GDX_OK)
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_LANES=%s: must be auto or 0..%u",
-                        cfg.text(ConfigId::TCP_LANES).c_str(), wire::kMaxLanes);
-    uint64_t threads = cfg.uint(ConfigId::TCP_LANE_THREADS);
+                        cfg.text(TcpVar::TCP_LANES).c_str(), wire::kMaxLanes);
+    uint64_t threads = cfg.uint(TcpVar::TCP_LANE_THREADS);
     if (threads == 0 || threads > 64)
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_LANE_THREADS=%s: must be 1..64",
-                        cfg.text(ConfigId::TCP_LANE_THREADS).c_str());
-    uint64_t stripe = cfg.size(ConfigId::TCP_STRIPE_MIN);
+                        cfg.text(TcpVar::TCP_LANE_THREADS).c_str());
+    uint64_t stripe = cfg.size(TcpVar::TCP_STRIPE_MIN);
     if (stripe < 4096 || stripe > (uint64_t{1} << 30))
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_STRIPE_MIN=%s: must be 4K..1G",
-                        cfg.text(ConfigId::TCP_STRIPE_MIN).c_str());
-    if (cfg.size(ConfigId::TCP_SOCKBUF) > INT_MAX / 2)
+                        cfg.text(TcpVar::TCP_STRIPE_MIN).c_str());
+    if (cfg.size(TcpVar::TCP_SOCKBUF) > INT_MAX / 2)
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_SOCKBUF=%s: at most 1G",
-                        cfg.text(ConfigId::TCP_SOCKBUF).c_str());
+                        cfg.text(TcpVar::TCP_SOCKBUF).c_str());
     return GDX_OK;
 }
 

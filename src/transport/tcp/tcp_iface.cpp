@@ -6,6 +6,8 @@
 // progress() useful (completions to deliver, parked requests, a read that yielded) is produced on the
 // progress thread itself, so arm_wakeup() checks those queues directly; an eventfd would carry nothing.
 #include "core/error.h"
+#include "transport/config_vars.h"
+#include "transport/tcp/config_vars.h"
 #include "transport/tcp/tcp_internal.h"
 
 #include <cerrno>
@@ -18,13 +20,13 @@ namespace gdx::tp::tcp {
 
 TcpIface::TcpIface(std::string device, const Config &cfg)
     : device_(std::move(device)), work_(asio::make_work_guard(io_)), acceptor_(io_) {
-    tx_depth_ = static_cast<uint32_t>(cfg.uint(ConfigId::TCP_TX_DEPTH));
-    peer_timeout_ = cfg.duration(ConfigId::PEER_TIMEOUT);
-    conn_timeout_ = cfg.duration(ConfigId::CONN_TIMEOUT);
-    sockbuf_ = static_cast<int>(cfg.size(ConfigId::TCP_SOCKBUF));
+    tx_depth_ = static_cast<uint32_t>(cfg.uint(TcpVar::TCP_TX_DEPTH));
+    peer_timeout_ = cfg.duration(TransportVar::PEER_TIMEOUT);
+    conn_timeout_ = cfg.duration(TransportVar::CONN_TIMEOUT);
+    sockbuf_ = static_cast<int>(cfg.size(TcpVar::TCP_SOCKBUF));
     if (lanes_from_config(cfg, &lanes_cfg_) != GDX_OK) lanes_cfg_ = 0; // open() checked it first
-    lane_threads_ = static_cast<unsigned>(cfg.uint(ConfigId::TCP_LANE_THREADS));
-    stripe_min_ = cfg.size(ConfigId::TCP_STRIPE_MIN);
+    lane_threads_ = static_cast<unsigned>(cfg.uint(TcpVar::TCP_LANE_THREADS));
+    stripe_min_ = cfg.size(TcpVar::TCP_STRIPE_MIN);
 }
 
 TcpIface::~TcpIface() {

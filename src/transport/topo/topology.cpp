@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/topo/config_vars.h"
 
 #include <hwloc.h>
 
@@ -137,7 +138,7 @@ gdx_status_t Topology::discover(std::unique_ptr<Topology> *out) {
 gdx_status_t Topology::shared(const Config &cfg, std::shared_ptr<const Topology> *out) {
     static std::mutex mu;
     static std::map<std::string, std::shared_ptr<const Topology>> cache; // by file ("" = this machine)
-    const std::string &file = cfg.str(ConfigId::TOPO_FILE);
+    const std::string &file = cfg.str(TopoVar::TOPO_FILE);
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(file);
     if (it != cache.end()) {
@@ -219,9 +220,9 @@ PathClass Topology::path(std::string_view bus_a, std::string_view bus_b, std::st
 
 GdrPolicy GdrPolicy::from(const Config &cfg) {
     GdrPolicy p;
-    p.gdr = cfg.ternary(ConfigId::GDR);
-    parse_path_class(cfg.str(ConfigId::GDR_LEVEL), &p.level); // the table's Enum admits only valid names
-    p.p2p_disabled = cfg.boolean(ConfigId::PCI_P2P_DISABLE);
+    p.gdr = cfg.ternary(TopoVar::GDR);
+    parse_path_class(cfg.str(TopoVar::GDR_LEVEL), &p.level); // the table's Enum admits only valid names
+    p.p2p_disabled = cfg.boolean(TopoVar::PCI_P2P_DISABLE);
     return p;
 }
 
@@ -271,7 +272,7 @@ std::vector<int> nearest_nics(const std::vector<std::vector<PathClass>> &paths,
 
 bool net_device_allowed(const Config &cfg, std::string_view dev) {
     std::string_view base = dev.substr(0, dev.find(':'));
-    for (const std::string &item : cfg.list(ConfigId::NET_DEVICES)) {
+    for (const std::string &item : cfg.list(TopoVar::NET_DEVICES)) {
         if (item == "all" || item == dev || item == base) return true;
         // "mlx5_0:1" in the list allows the device "mlx5_0" (some port of it may be used).
         if (dev == base && item.size() > base.size() && item.compare(0, base.size(), base) == 0 &&
