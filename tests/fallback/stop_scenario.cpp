@@ -28,6 +28,8 @@ template <typename Fn> gdx_status_t retry_busy(gdx_context_t *ctx, Fn fn, double
 }
 } // namespace
 
+ApiSide::ApiSide() = default;
+
 ApiSide::~ApiSide() {
     close(0); // one try each: the test already reported what stayed BUSY
     destroy_context();
@@ -38,17 +40,34 @@ std::string ApiSide::open(void *bootstrap, int rank, size_t size, const ConfigLi
     gdx_config_t *cfg = nullptr;
     gdx_status_t st = gdx_config_create(&cfg);
     if (st != GDX_OK) return api_failure("gdx_config_create", st);
-    for (const auto &[k, v] : config)
+    std::string kind = "host";
+    for (const auto &[k, v] : config) {
+        if (k == "kind") {
+            kind = v;
+            continue;
+        }
         if ((st = gdx_config_set(cfg, k.c_str(), v.c_str())) != GDX_OK) {
             gdx_config_destroy(cfg);
             return api_failure(k.c_str(), st);
         }
+    }
     st = gdx_context_create(cfg, &ctx);
     gdx_config_destroy(cfg);
     if (st != GDX_OK) return api_failure("gdx_context_create", st);
-    buf.assign(size, static_cast<uint8_t>(rank + 1));
-    if ((st = gdx_mem_reg(ctx, buf.data(), buf.size(), GDX_ACCESS_ALL, &mem)) != GDX_OK)
-        return api_failure("gdx_mem_reg", st);
+    this->size = size;
+    void *data = nullptr;
+    if (kind == "host") {
+        buf.assign(size, static_cast<uint8_t>(rank + 1));
+        data = buf.data();
+    } else {
+        other = std::make_unique<KindBuffer>();
+        std::string why;
+        if (!other->allocate(kind, size, &why)) return kind + " buffer: " + why;
+        if ((st = other->write(std::vector<uint8_t>(size, static_cast<uint8_t>(rank + 1)))) != GDX_OK)
+            return api_failure("filling the buffer", st);
+        data = other->data();
+    }
+    if ((st = gdx_mem_reg(ctx, data, size, GDX_ACCESS_ALL, &mem)) != GDX_OK) return api_failure("gdx_mem_reg", st);
     if ((st = gdx_ep_create(ctx, &ep)) != GDX_OK) return api_failure("gdx_ep_create", st);
     auto addr = blob([&](void *b, size_t *n) { return gdx_ep_address(ep, b, n); });
     auto key = blob([&](void *b, size_t *n) { return gdx_mem_pack(mem, b, n); });
@@ -66,7 +85,7 @@ std::string ApiSide::open(void *bootstrap, int rank, size_t size, const ConfigLi
 
 std::string ApiSide::post(unsigned count, size_t len, bool puts_only) {
     for (unsigned i = 0; i < count; ++i) {
-        size_t off = (size_t(i) * len) % (buf.size() - len + 1);
+        size_t off = (size_t(i) * len) % (size - len + 1);
         bool put = puts_only || i % 2 == 0;
         gdx_request_t *r = nullptr;
         gdx_status_t st = put ? gdx_put(ep, mem, off, rkey, off, len, &r) : gdx_get(ep, mem, off, rkey, off, len, &r);

@@ -5,11 +5,14 @@
 
 #include "gdx/gdx.h"
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace gdx::test {
+
+class KindBuffer; // staging_scenario.h (not included here: its helpers clash with the intranode tests')
 
 using ConfigList = std::vector<std::pair<std::string, std::string>>;
 
@@ -18,16 +21,20 @@ struct ApiSide {
     gdx_ep_t *ep = nullptr;
     gdx_mem_t *mem = nullptr;
     gdx_rkey_t *rkey = nullptr; // the other side's buffer
-    std::vector<uint8_t> buf;
+    std::vector<uint8_t> buf;          // the registered buffer when it is host memory
+    std::unique_ptr<KindBuffer> other; // ... when it is of another kind (a GPU buffer)
+    size_t size = 0;
     std::vector<gdx_request_t *> reqs;
 
-    ApiSide() = default;
+    ApiSide(); // out of line, where KindBuffer is complete
     ApiSide(const ApiSide &) = delete;
     ApiSide &operator=(const ApiSide &) = delete;
     ~ApiSide(); // frees what is left, without waiting
 
     // Context (with `config`), `size` bytes registered, endpoint, address and key exchanged through `bootstrap`
-    // (a tp::Bootstrap of two ranks), connected. "" or what failed.
+    // (a tp::Bootstrap of two ranks), connected. "" or what failed. A pair ("kind", K) in `config` is not a GDX_*
+    // setting: it makes the buffer a KindBuffer of kind K ("cuda", "managed", ...: staging_scenario.h) instead of
+    // host memory.
     std::string open(void *bootstrap, int rank, size_t size, const ConfigList &config, double timeout_s);
     // `count` requests of `len` bytes each into the other side's buffer, puts and gets alternating (or puts only).
     std::string post(unsigned count, size_t len, bool puts_only = false);
