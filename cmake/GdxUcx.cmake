@@ -291,5 +291,8 @@ set(GDX_UCX_MODULE_OK TRUE)
 # Seen by the top level (install rules, CPack) and by tests/uct, not only by src/transport/uct.
 set(GDX_UCX_FULL_VERSION "${GDX_UCX_FULL_VERSION}" CACHE INTERNAL "")
 set(GDX_UCX_BUILD_TAG "${GDX_UCX_BUILD_TAG}" CACHE INTERNAL "")
+foreach(_v GDX_UCX_CONFIG_DIR GDX_UCX_SRC_DIR_RESOLVED GDX_UCX_FEATURE_DEFS GDX_UCX_LIBDIR_RESOLVED)
+  set(${_v} "${${_v}}" CACHE INTERNAL "")
+endforeach()
 message(STATUS "gdx: libuct_gdx.so.0 for ${_gdx_need}, internal headers ${_gdx_src}, config.h from ${_gdx_cfg_from}, "
                "libraries in ${GDX_UCX_LIBDIR_RESOLVED}; probes: ${GDX_UCX_FEATURE_DEFS}")
