@@ -38,7 +38,7 @@ unpack() {  # unpack VERSION -> WORK/ucx-VERSION (the release tree)
   [ -f "$work/ucx-$v/src/uct/base/uct_iface.h" ] || die "ucx-$v.tar.gz did not unpack to ucx-$v/"
 }
 
-# Everything the uct.* set runs, and the install set.
+# Everything the uct.* set runs, the install set included (uct.deb_install packs it).
 targets=(uct_gdx uct_gdx_loader uct_gdx_fakever uct_gdx_fakecfg gdx_ucx_probe uct_loopback_check
          uct_loopback_check_linked ucp_gpu_check uct_mpi_check gdx gdx_info gdx_perftest)
 
@@ -81,7 +81,8 @@ case "$which" in
   # automake: libltdl-dev (pulled by libopenmpi-dev) names automake-1.17, a virtual package debootstrap's resolver
   # does not follow.
   pkgs=(libucx0 libucx-dev ucx-utils openmpi-bin libopenmpi-dev automake gcc g++ libc6-dev cmake ninja-build
-        pkg-config libhwloc-dev libibverbs-dev libboost-dev libgtest-dev libgmock-dev python3 procps hostname)
+        pkg-config libhwloc-dev libibverbs-dev libboost-dev libgtest-dev libgmock-dev python3 procps hostname
+        dpkg-dev file)
   if [ ! -x "$chroot_dir/usr/bin/ucx_info" ]; then
     step "debootstrap Debian 13 (trixie) into $chroot_dir"
     command -v debootstrap >/dev/null || { apt-get update -q && apt-get install -y -q debootstrap; }
@@ -120,7 +121,8 @@ case "$which" in
     { tail -40 "$work/build-1.18.log"; die "build failed"; }
   step "uct.* (cpu) on Debian 13's UCX $v and Open MPI 5"
   set +e
-  in_root ctest --test-dir "$root/build-ucx1.18" -R '^uct\.' -L cpu --output-on-failure -j2
+  # The root is disposable: uct.deb_install installs the .deb into it for real (dpkg -i, dpkg -r).
+  in_root env GDX_TEST_DPKG_SYSTEM=1 ctest --test-dir "$root/build-ucx1.18" -R '^uct\.' -L cpu --output-on-failure -j2
   rc=$?
   set -e
   ;;
