@@ -73,7 +73,8 @@ if command -v mpirun >/dev/null && [ "$(hostname)" != "(none)" ]; then
     grep -q "^libuct_gdx" <<<"$err" && fail "UCX $ver: a rank that did not ask for gdx was lectured: $err"
     # No pml ucx at all: an Open MPI whose configuration disables pml ucx (Debian's) never loads UCX, so only the
     # loader, preloaded as the README says for a hand-made line, can speak; it loads nothing on this UCX.
-    err=$(handmade -x LD_PRELOAD="$moddir/libuct_gdx_loader.so" -x UCX_PLUGIN_PATH="$moddir" \
+    san=$(ldd "$moddir/libuct_gdx_loader.so" 2>/dev/null | awk '$1 ~ /^lib(asan|ubsan|tsan)\.so/ {print $3}' | paste -sd: -)
+    err=$(handmade -x LD_PRELOAD="${san:+$san:}$moddir/libuct_gdx_loader.so" -x UCX_PLUGIN_PATH="$moddir" \
                    -x UCX_TLS=gdx_shm,self,gdx_aux:aux)
     [ "$(said "--mca pml ucx" "$err")" = 1 ] || fail "UCX $ver: no one message for a line without pml ucx: $err"
   else
