@@ -85,6 +85,9 @@ static int write_config_h(const char *path, const uct_gdx_ucx_build_t *b, const 
             uct_gdx_ucx_log_levels[b->value[UCT_GDX_UCX_LOG_LEVEL]]);
     fprintf(f, "/* valgrind client requests: not compiled into the glue (they change no layout; UCX's default) */\n"
                "#define NVALGRIND 1\n\n");
+    fprintf(f, "/* the last -O of UCX's compile (1.22+). Only '>= 2' is read (UCS_F_INLINE_OPTIMIZED: always inline), what\n"
+               " * UCX's own -O3 default and distributions' -O2 both give; no layout depends on it. */\n"
+               "#define OPTIMIZATION_LEVEL 2\n\n");
     fprintf(f, "/* HAVE_CACHE_LINE_SIZE (--with-cache-line-size) is left unset, UCX's default: from 1.18 on no\n"
                " * library trace shows it, and no code the glue compiles reads it (test_ucx_config.sh checks). */\n\n");
     fprintf(f, "/* the compiler and C library, as this compiler sees them */\n");
