@@ -404,7 +404,9 @@ void RcEndpoint::dispatch_pending() {
 gdx_status_t RcEndpoint::pending_add(PendingRequest *req) {
     if (req == nullptr || req->func == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "pending_add: null request or function");
-    if (has_resources()) return GDX_ERR_BUSY;
+    // Behind requests already parked, even if resources freed since: they go first (FIFO, as shm/tcp/cuda_ipc),
+    // and a caller parked behind them (UCT's flush after NO_RESOURCE) must not be told to retry in a loop.
+    if (pend_head_ == nullptr && has_resources()) return GDX_ERR_BUSY;
     req->next = nullptr;
     if (pend_tail_) pend_tail_->next = req;
     else pend_head_ = req;
