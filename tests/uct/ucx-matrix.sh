@@ -94,7 +94,9 @@ case "$which" in
   mounts=()
   cleanup() { local m; for m in "${mounts[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
   trap cleanup EXIT
-  mnt() { mkdir -p "$chroot_dir$2"; mount "${@:3}" "$1" "$chroot_dir$2"; mounts=("$chroot_dir$2" "${mounts[@]}"); }
+  # A mount left by an interrupted run is used as it is (sysfs refuses a second mount there).
+  mnt() { mkdir -p "$chroot_dir$2"; mountpoint -q "$chroot_dir$2" && return 0
+          mount "${@:3}" "$1" "$chroot_dir$2"; mounts=("$chroot_dir$2" "${mounts[@]}"); }
   mnt "$root" "$root" --bind
   mnt "$work/ucx-$v" "$work/ucx-$v" --bind
   mnt proc /proc -t proc
@@ -165,7 +167,9 @@ case "$which" in
   mounts=()
   cleanup() { local m; for m in "${mounts[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
   trap cleanup EXIT
-  mnt() { mkdir -p "$chroot_dir$2"; mount "${@:3}" "$1" "$chroot_dir$2"; mounts=("$chroot_dir$2" "${mounts[@]}"); }
+  # A mount left by an interrupted run is used as it is (sysfs refuses a second mount there).
+  mnt() { mkdir -p "$chroot_dir$2"; mountpoint -q "$chroot_dir$2" && return 0
+          mount "${@:3}" "$1" "$chroot_dir$2"; mounts=("$chroot_dir$2" "${mounts[@]}"); }
   mnt "$root" "$root" --bind
   tarballs=$(cd "$tarballs" && pwd -P)
   mnt "$tarballs" "$tarballs" --bind
