@@ -7,7 +7,8 @@
 # the status of the packages the .deb depends on, copied from this machine, so dpkg checks the real Depends (the
 # exact libucx0 among them) against what is really installed here; the maintainer scripts run outside the root
 # (--force-script-chrootless: the root has no shell) with an `ldconfig` that only records that it was called.
-# With GDX_TEST_DPKG_SYSTEM=1 it installs into the system itself: for a disposable root only
+# dpkg -P then drops what dpkg -r keeps (the maintainer scripts). With GDX_TEST_DPKG_SYSTEM=1 it installs into the
+# system itself: for a disposable root only
 # (tests/uct/ucx-matrix.sh 1.18 sets it inside its Debian 13 root), with the real postinst and ldconfig.
 #   test_deb.sh BUILD_DIR FILES-THE-INSTALL-NEEDS...
 . "$(dirname "$0")/lib.sh"
@@ -76,4 +77,10 @@ if [ -n "$prefix" ]; then
   [ -z "$extra" ] || fail "dpkg -r left in the root: $extra"
 fi
 note "dpkg -r removed all $(grep -c . "$tmp/files") paths"
+# dpkg -r keeps the package's maintainer scripts for a later purge (state config-files): purge, and dpkg no longer
+# knows the package at all.
+"${dp[@]}" -P "$pkg" > "$tmp/purge.log" 2>&1 || { cat "$tmp/purge.log"; fail "dpkg -P $pkg failed"; }
+status=$("${dp[@]}" -s "$pkg" 2>/dev/null | sed -n 's/^Status: //p')
+case "$status" in ""|"deinstall ok not-installed"|"purge ok not-installed") ;;
+  *) fail "after dpkg -P, $pkg has status '$status'" ;; esac
 echo "PASS"
