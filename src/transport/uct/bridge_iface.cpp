@@ -53,7 +53,11 @@ gdx_status_t pending_trampoline(tp::PendingRequest *self) {
     auto *node = reinterpret_cast<GdxUctPending *>(self); // p is the first member
     // Off the list before UCP's callback runs: it may add requests to (or purge) this endpoint.
     pending_unlink(node);
+    gdx_uct_ep *ep = node->ep;
+    const uint64_t outer = ep->dispatching;
+    ep->dispatching = node->seq;
     gdx_status_t st = node->req != nullptr ? gdx_uct_glue_dispatch(node->req) : GDX_OK;
+    ep->dispatching = outer;
     if (st == GDX_ERR_NO_RESOURCE) { // gdx keeps it queued and stops dispatching for now
         pending_link(node);
         return st;
@@ -62,14 +66,17 @@ gdx_status_t pending_trampoline(tp::PendingRequest *self) {
     return GDX_OK;
 }
 
-// Whether UCT requests wait on this endpoint's pending queue (parked with pending_add, not purged). They are not
-// issued yet, so gdx's flush does not cover them: UCT's contract is that a flush then answers NO_RESOURCE and the
-// caller parks it behind them (UCX's own transports check their pending arbiter the same way). Answering OK let
-// UCP's fence pass before a put parked during wire-up had been sent: MPI_Win_fence returned with the first
-// MPI_Put of a window missing at the target (uct.mpi.* on Debian 13's UCX 1.18 + Open MPI 5, 5-7 runs in 10).
+// Whether UCT requests wait on this endpoint's pending queue (parked with pending_add, not purged) that a flush
+// issued now must cover. They are not issued yet, so gdx's flush does not cover them: UCT's contract is that an
+// endpoint flush then answers NO_RESOURCE and the caller parks it behind them (UCX's own transports check their
+// pending arbiter the same way). Answering OK let UCP's fence pass before a put parked during wire-up had been
+// sent: MPI_Win_fence returned with the first MPI_Put of a window missing at the target (uct.mpi.* on Debian 13's
+// UCX 1.18 + Open MPI 5, 5-7 runs in 10). A flush dispatched from the queue itself covers only what was parked
+// before it, all of which gdx's FIFO queue has dispatched by then; requests parked behind it are later operations
+// (counting them kept the flush at the head of the queue for ever: ucp_put_bw hung on UCP 1.13).
 bool has_parked(const gdx_uct_ep *ep) {
     for (const GdxUctPending *n = ep->pending; n != nullptr; n = n->next) {
-        if (n->req != nullptr) return true;
+        if (n->req != nullptr && (ep->dispatching == 0 || n->seq < ep->dispatching)) return true;
     }
     return false;
 }
@@ -385,6 +392,7 @@ extern "C" gdx_status_t gdx_uct_ep_pending_add(gdx_uct_ep_t *ep, void *req) {
     node->p.func = pending_trampoline;
     node->req = req;
     node->ep = ep;
+    node->seq = ++ep->parked_seq;
     pending_link(node); // before gdx can dispatch it
     gdx_status_t st = ep->ep->pending_add(&node->p);
     if (st != GDX_OK) { // GDX_ERR_BUSY (send now) or an error: not queued
