@@ -29,8 +29,9 @@ die() { echo "gpu-system-ucx.sh: FAILED: $*"; exit 1; }
 jobs=$(nproc)
 
 say "machine"
-{ uname -srm; grep PRETTY_NAME /etc/os-release || true; command -v mpirun && mpirun --version | head -1
-  nvidia-smi -L 2>&1 || true; } | tee "$out/machine.txt"
+# What it runs on, for the log only: nothing here may stop the run (a pipe head closes early, a tool is missing).
+{ uname -srm; grep PRETTY_NAME /etc/os-release; command -v mpirun && mpirun --version 2>&1 | sed -n 1p
+  nvidia-smi -L 2>&1; } 2>&1 | tee "$out/machine.txt" || true
 
 say "the running UCX, read off its libraries (gdx_ucx_probe)"
 probe_dir="$out/probe"
