@@ -44,12 +44,22 @@ if(TARGET uct_gdx)
     install(FILES ${CMAKE_BINARY_DIR}/src/transport/uct/libuct_gdx.ucx DESTINATION ${_gdx_moddir})
     install(TARGETS uct_gdx_loader LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
   endif()
-  # The package of one UCX build: named after it, depending on exactly that libucx0 (Debian's UCX).
+  # The package of one UCX build: named after it, depending on exactly the package that ships the libucp.so.0
+  # it was built against (Debian's or Ubuntu's libucx0, whether found through libucx-dev or as a runtime only).
+  # A UCX that no package owns (a prefix, HPC-X, Spack): no such dependency, and its libraries are private to
+  # dpkg-shlibdeps, which would otherwise fail to find a package for them.
   set(CPACK_DEBIAN_PACKAGE_NAME "gdx-ucx${GDX_UCX_FULL_VERSION}")
-  execute_process(COMMAND dpkg-query -W -f=\${Version} libucx0 OUTPUT_VARIABLE _gdx_debver RESULT_VARIABLE _rc
-                  ERROR_QUIET)
-  if(_rc EQUAL 0 AND _gdx_debver AND NOT GDX_UCX_PREFIX AND NOT GDX_UCX_LIBDIR)
-    set(CPACK_DEBIAN_PACKAGE_DEPENDS "libucx0 (= ${_gdx_debver})")
+  get_filename_component(_gdx_libucp "${GDX_UCX_LIBDIR_RESOLVED}/libucp.so.0" REALPATH)
+  execute_process(COMMAND dpkg-query -S "${_gdx_libucp}" OUTPUT_VARIABLE _gdx_owner RESULT_VARIABLE _rc ERROR_QUIET)
+  if(_rc EQUAL 0 AND _gdx_owner MATCHES "^([^:, ]+)")
+    set(_gdx_ucx_pkg "${CMAKE_MATCH_1}")
+    execute_process(COMMAND dpkg-query -W -f=\${Version} "${_gdx_ucx_pkg}" OUTPUT_VARIABLE _gdx_debver RESULT_VARIABLE _rc
+                    ERROR_QUIET)
+  endif()
+  if(_rc EQUAL 0 AND _gdx_debver)
+    set(CPACK_DEBIAN_PACKAGE_DEPENDS "${_gdx_ucx_pkg} (= ${_gdx_debver})")
+  else()
+    set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS "${GDX_UCX_LIBDIR_RESOLVED}")
   endif()
 endif()
 include(CPack)

@@ -49,31 +49,79 @@ if(GDX_UCX_PREFIX)
   list(PREPEND CMAKE_PREFIX_PATH "${GDX_UCX_PREFIX}")
 endif()
 
-# ---- the runtime: ucx_info loads the same libraries every application will ------------------------------
+# ---- the runtime: its version and its build's config.h ---------------------------------------------------
+# From ucx_info where the UCX has it (it loads the same libraries every application will, and prints config.h
+# verbatim); for a runtime-only UCX without it (a distribution's libucx0 without ucx-utils: the GPU machine),
+# from the libraries themselves: gdx_ucx_probe (src/transport/uct/gdx_ucx_probe.c), compiled and run here, asks
+# libucp for its version and reconstructs config.h from traces the configure options leave in the libraries,
+# saying for each value how it was read, and refusing in one line what it cannot tell.
 if(NOT GDX_UCX_INFO)
   find_program(GDX_UCX_INFO ucx_info HINTS ${GDX_UCX_PREFIX}/bin NO_CACHE)
   set(GDX_UCX_INFO "${GDX_UCX_INFO}" CACHE FILEPATH "ucx_info of the UCX built against (may be a wrapper script)")
 endif()
-if(NOT GDX_UCX_INFO)
+set(GDX_UCX_PROBED FALSE)
+if(NOT GDX_UCX_INFO AND GDX_UCX_LIBDIR)
+  set(_gdx_probe_dir "${CMAKE_BINARY_DIR}/ucx-probe")
+  file(MAKE_DIRECTORY "${_gdx_probe_dir}")
+  set(_gdx_probe_src "${CMAKE_SOURCE_DIR}/src/transport/uct")
+  set(_gdx_dl "")
+  foreach(_l IN LISTS CMAKE_DL_LIBS)
+    list(APPEND _gdx_dl "-l${_l}")
+  endforeach()
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -std=gnu11 -O1 -o "${_gdx_probe_dir}/gdx_ucx_probe"
+                          "${_gdx_probe_src}/gdx_ucx_probe.c" "${_gdx_probe_src}/uct_gdx_ucxbuild.c" ${_gdx_dl}
+                  RESULT_VARIABLE _gdx_rc OUTPUT_VARIABLE _gdx_out ERROR_VARIABLE _gdx_out)
+  if(NOT _gdx_rc EQUAL 0)
+    message(FATAL_ERROR "gdx: compiling gdx_ucx_probe (reads a runtime-only UCX) failed: ${_gdx_out}")
+  endif()
+  execute_process(COMMAND "${_gdx_probe_dir}/gdx_ucx_probe" --libdir "${GDX_UCX_LIBDIR}"
+                          --config-h "${_gdx_probe_dir}/config.h"
+                  RESULT_VARIABLE _gdx_rc OUTPUT_VARIABLE _gdx_probe_out ERROR_VARIABLE _gdx_err)
+  file(WRITE "${_gdx_probe_dir}/probe.txt" "${_gdx_probe_out}${_gdx_err}")
+  if(NOT _gdx_rc EQUAL 0)
+    string(STRIP "${_gdx_err}" _gdx_err)
+    message(FATAL_ERROR "gdx: ${GDX_UCX_LIBDIR} has no ucx_info and its UCX cannot be read from the libraries "
+      "(gdx_ucx_probe exit ${_gdx_rc}): ${_gdx_err} (give -DGDX_UCX_INFO=<its ucx_info> or -DGDX_UCX_CONFIG_H=<its "
+      "ucx_info -b output> instead)")
+  endif()
+  if(NOT _gdx_probe_out MATCHES "(^|\n)version=([0-9]+\\.[0-9]+\\.[0-9]+)")
+    message(FATAL_ERROR "gdx: gdx_ucx_probe printed no version: ${_gdx_probe_out}")
+  endif()
+  set(_gdx_runtime_version "${CMAKE_MATCH_2}")
+  set(_gdx_configured "unknown (no ucx_info: configuration read from the libraries)")
+  # How each value was determined, in the configure log (and in ucx-probe/probe.txt).
+  string(REPLACE "\t" " <- " _gdx_probe_log "${_gdx_probe_out}")
+  string(REGEX REPLACE "\n$" "" _gdx_probe_log "${_gdx_probe_log}")
+  string(REPLACE "\n" "\n-- gdx:   " _gdx_probe_log "${_gdx_probe_log}")
+  message(STATUS "gdx: no ucx_info: UCX in ${GDX_UCX_LIBDIR} read by gdx_ucx_probe:\n-- gdx:   ${_gdx_probe_log}")
+  if(NOT GDX_UCX_CONFIG_H)
+    set(GDX_UCX_PROBED TRUE)
+  endif()
+elseif(NOT GDX_UCX_INFO)
   gdx_ucx_skip("ucx_info not found (it says which UCX runs and prints its build's config.h): apt-get install "
-               "ucx-utils, or -DGDX_UCX_PREFIX=<UCX prefix>, or -DGDX_UCX_INFO=<path>")
-endif()
-execute_process(COMMAND ${GDX_UCX_INFO} -v OUTPUT_VARIABLE _gdx_ucx_v RESULT_VARIABLE _gdx_rc ERROR_VARIABLE _gdx_err)
-# 1.13 prints "# Version 1.13.1", 1.14 and later "# Library version: 1.16.0".
-if(NOT _gdx_rc EQUAL 0 OR NOT _gdx_ucx_v MATCHES "# (Library version:|Version) ([0-9]+\\.[0-9]+\\.[0-9]+)")
-  message(FATAL_ERROR "gdx: '${GDX_UCX_INFO} -v' (rc ${_gdx_rc}) did not print '# Version x.y.z' nor "
-    "'# Library version: x.y.z': ${_gdx_ucx_v}${_gdx_err}")
-endif()
-set(_gdx_runtime_version "${CMAKE_MATCH_2}")
-set(_gdx_configured "")
-if(_gdx_ucx_v MATCHES "# Configured with: ([^\n]*)")
-  set(_gdx_configured "${CMAKE_MATCH_1}")
+               "ucx-utils, or -DGDX_UCX_PREFIX=<UCX prefix>, or -DGDX_UCX_INFO=<path>, or -DGDX_UCX_LIBDIR=<dir of "
+               "libucp.so.0> for a UCX without ucx_info")
+else()
+  execute_process(COMMAND ${GDX_UCX_INFO} -v OUTPUT_VARIABLE _gdx_ucx_v RESULT_VARIABLE _gdx_rc ERROR_VARIABLE _gdx_err)
+  # 1.13 prints "# Version 1.13.1", 1.14 and later "# Library version: 1.16.0".
+  if(NOT _gdx_rc EQUAL 0 OR NOT _gdx_ucx_v MATCHES "# (Library version:|Version) ([0-9]+\\.[0-9]+\\.[0-9]+)")
+    message(FATAL_ERROR "gdx: '${GDX_UCX_INFO} -v' (rc ${_gdx_rc}) did not print '# Version x.y.z' nor "
+      "'# Library version: x.y.z': ${_gdx_ucx_v}${_gdx_err}")
+  endif()
+  set(_gdx_runtime_version "${CMAKE_MATCH_2}")
+  set(_gdx_configured "")
+  if(_gdx_ucx_v MATCHES "# Configured with: ([^\n]*)")
+    set(_gdx_configured "${CMAKE_MATCH_1}")
+  endif()
 endif()
 
 # ---- config.h of that build: sets struct layouts (ENABLE_STATS, ENABLE_DEBUG_DATA, ENABLE_ASSERT, ...) -------
 if(GDX_UCX_CONFIG_H)
   file(READ "${GDX_UCX_CONFIG_H}" _gdx_cfg)
   set(_gdx_cfg_from "${GDX_UCX_CONFIG_H}")
+elseif(GDX_UCX_PROBED)
+  file(READ "${_gdx_probe_dir}/config.h" _gdx_cfg)
+  set(_gdx_cfg_from "gdx_ucx_probe (reconstructed from the libraries in ${GDX_UCX_LIBDIR})")
 else()
   execute_process(COMMAND ${GDX_UCX_INFO} -b OUTPUT_VARIABLE _gdx_cfg RESULT_VARIABLE _gdx_rc ERROR_VARIABLE _gdx_err)
   if(NOT _gdx_rc EQUAL 0)
@@ -81,7 +129,8 @@ else()
   endif()
   set(_gdx_cfg_from "${GDX_UCX_INFO} -b")
 endif()
-if(NOT _gdx_cfg MATCHES "#define UCX_CONFIG_H" OR NOT _gdx_cfg MATCHES "uct_MODULES")
+if(NOT _gdx_cfg MATCHES "#define UCX_CONFIG_H" OR NOT (_gdx_cfg MATCHES "uct_MODULES" OR
+   _gdx_cfg MATCHES "#define GDX_UCX_CONFIG_RECONSTRUCTED"))
   message(FATAL_ERROR "gdx: ${_gdx_cfg_from} is not UCX's config.h (no UCX_CONFIG_H / uct_MODULES)")
 endif()
 string(REGEX MATCH "#define VERSION +\"([0-9.]+)\"" _m "${_gdx_cfg}")
@@ -95,7 +144,7 @@ endif()
 # manifest carry it, and messages name it.
 set(GDX_UCX_BUILD_TAG "${_gdx_runtime_version}")
 set(_gdx_cfg_summary "")
-foreach(_opt ENABLE_STATS ENABLE_DEBUG_DATA ENABLE_ASSERT ENABLE_MT)
+foreach(_opt ENABLE_STATS ENABLE_DEBUG_DATA ENABLE_ASSERT)
   set(_v 0)
   if(_gdx_cfg MATCHES "#define ${_opt} +([01])")
     set(_v ${CMAKE_MATCH_1})
@@ -241,6 +290,7 @@ list(GET _gdx_vparts 1 MINOR_VERSION)
 list(GET _gdx_vparts 2 PATCH_VERSION)
 set(VERSION "${MAJOR_VERSION}.${MINOR_VERSION}")
 set(SCM_VERSION "${_gdx_runtime_version}")
+set(SCM_BRANCH "release sources")
 foreach(_vh ucp/api/ucp_version.h uct/api/version.h)
   if(EXISTS "${_gdx_src}/src/${_vh}.in")
     configure_file("${_gdx_src}/src/${_vh}.in" "${GDX_UCX_CONFIG_DIR}/${_vh}" @ONLY)
@@ -291,5 +341,8 @@ set(GDX_UCX_MODULE_OK TRUE)
 # Seen by the top level (install rules, CPack) and by tests/uct, not only by src/transport/uct.
 set(GDX_UCX_FULL_VERSION "${GDX_UCX_FULL_VERSION}" CACHE INTERNAL "")
 set(GDX_UCX_BUILD_TAG "${GDX_UCX_BUILD_TAG}" CACHE INTERNAL "")
+foreach(_v GDX_UCX_CONFIG_DIR GDX_UCX_SRC_DIR_RESOLVED GDX_UCX_FEATURE_DEFS GDX_UCX_LIBDIR_RESOLVED GDX_UCX_PROBED)
+  set(${_v} "${${_v}}" CACHE INTERNAL "")
+endforeach()
 message(STATUS "gdx: libuct_gdx.so.0 for ${_gdx_need}, internal headers ${_gdx_src}, config.h from ${_gdx_cfg_from}, "
                "libraries in ${GDX_UCX_LIBDIR_RESOLVED}; probes: ${GDX_UCX_FEATURE_DEFS}")

@@ -5,13 +5,15 @@
 #   3. the wire-protocol fuzzer for a bounded time (clang libFuzzer);
 #   4. the UCX module's uct.* set on other UCX releases (tests/uct/ucx-matrix.sh): UCX 1.22.0 built from the
 #      shared release sources (../shared/ucx-src), loaded through UCX_PLUGIN_PATH; Debian 13's UCX 1.18.1 and
-#      Open MPI 5 in a debootstrapped root. (Debian 12's UCX 1.13.1 + Open MPI 4.1: in stage 1.)
+#      Open MPI 5 in a debootstrapped root; Ubuntu 24.04's runtime-only UCX 1.16 (the GPU machine's: no ucx_info,
+#      the configuration read off the libraries) and Open MPI 4.1.6 in a debootstrapped root, through
+#      tests/uct/gpu-system-ucx.sh. (Debian 12's UCX 1.13.1 + Open MPI 4.1: in stage 1.)
 #   5. the CPU test set again under AddressSanitizer + UndefinedBehaviorSanitizer (its ctest summary ends the
 #      output).
 # Each stage's cost is printed when it ends, and all of them before the last stage.
 # GPU tests skip here with a stated reason; run them on a GPU machine with scripts/test-gpu.sh.
 # Environment: GDX_TEST_SKIP_RXE=1 / GDX_TEST_SKIP_FUZZ=1 / GDX_TEST_SKIP_UCX_MATRIX=1 / GDX_TEST_SKIP_ASAN=1 skip a
-# stage (local use); GDX_UCX_MATRIX_WORK (default <repo>/.ucx-matrix) keeps the UCX builds and the Debian 13 root.
+# stage (local use); GDX_UCX_MATRIX_WORK (default <repo>/.ucx-matrix) keeps the UCX builds and the Debian 13 and Ubuntu 24.04 roots.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -56,6 +58,8 @@ if [ "${GDX_TEST_SKIP_UCX_MATRIX:-0}" != 1 ]; then
   tests/uct/ucx-matrix.sh 1.22 "$work" || fail=1
   stage "uct.* on Debian 13: UCX 1.18.1 + Open MPI 5 (debootstrapped root)"
   tests/uct/ucx-matrix.sh 1.18 "$work" || fail=1
+  stage "uct.* on Ubuntu 24.04's runtime-only UCX 1.16 + Open MPI 4.1.6 (the GPU machine's, no ucx_info; debootstrapped root)"
+  tests/uct/ucx-matrix.sh 1.16 "$work" || fail=1
 fi
 
 last_dir=build

@@ -13,6 +13,8 @@
 //               was parked while gdx_shm connected, and the flush that MPI_Win_fence waited for said done.)
 //               A flush that is itself being dispatched from the queue is not blocked: what was parked before
 //               it has run, and what is still parked came after it (else a parked flush could never finish).
+//               The UCT glue applies the same rule to its UCT requests before its own shortcuts
+//               (uct/bridge_iface.cpp, has_parked).
 #pragma once
 
 #include "core/error.h"

@@ -2,9 +2,11 @@
 # tools/gdx-run builds the environment and the mpirun command line it documents, keeps its own variables to
 # itself, prints the mpirun line it runs; a rank whose mpirun line was put together by hand without pml ucx is
 # told so by the loader.
-#   test_gdx_run.sh GDX_RUN MODULE
+#   test_gdx_run.sh GDX_RUN MODULE [MPI_PROGRAM]
+# MPI_PROGRAM (uct_mpi_check) is a process that calls MPI_Init: from UCX 1.22 on, nothing of gdx is in a rank until
+# pml ucx opens UCX there, which `true` never does.
 . "$(dirname "$0")/lib.sh"
-gdx_run="$1" module="$2"
+gdx_run="$1" module="$2" mpi_prog="${3:-}"
 ver=$(timeout 60 ucx_info -v | sed -n 's/^# \(Library version:\|Version\) \([0-9.]*\).*/\2/p' | head -1)
 IFS=. read -r major minor _ <<<"$ver"
 [ "$major" -gt 1 ] || [ "$minor" -ge 16 ] && aux_tls="gdx_aux:aux,tcp:aux" || aux_tls="gdx_aux:aux"
@@ -54,15 +56,39 @@ if command -v mpirun >/dev/null && [ "$(hostname)" != "(none)" ]; then
   err=$(timeout 120 "$gdx_run" --module "$module" --tls gdx_shm mpirun --allow-run-as-root -np 1 true 2>&1 >/dev/null)
   grep -q "^gdx-run: mpirun --mca pml ucx --mca pml_ucx_tls gdx_shm,self" <<<"$err" ||
     fail "gdx-run did not print the mpirun line: $err"
-  if ! { [ "$major" -gt 1 ] || [ "$minor" -ge 22 ]; }; then
-    # By hand, as README.md once suggested: LD_PRELOAD and UCX_TLS but no pml ucx. Open MPI would pick ob1
-    # without a word; the loader says what is missing.
+  # By hand, without gdx-run (README "Open MPI by hand"): whatever loads gdx into a rank (the loader below 1.22,
+  # UCX itself from 1.22) names the mpirun setting that is missing, in rank 0, once.
+  handmade() { timeout 120 mpirun --allow-run-as-root -np 1 "$@" true 2>&1; }
+  said() { grep -c "^libuct_gdx\(_loader\)\{0,1\}: this Open MPI rank loads gdx, but its mpirun line lacks $1" <<<"$2"; }
+  moddir=$(dirname "$module")
+  if [ "$major" -gt 1 ] || [ "$minor" -ge 22 ]; then
+    [ -x "$mpi_prog" ] || fail "UCX $ver: no MPI program given (uct_mpi_check): the hand-made cases need MPI_Init"
+    handmade() { timeout 120 mpirun --allow-run-as-root -np 1 "$@" "$mpi_prog" 10 2>&1; }
+    # UCX_PLUGIN_PATH and UCX_TLS set by hand, pml ucx asked for but pml_ucx_tls left out: pml ucx opens UCX, UCX
+    # loads the module, the module says what is missing (Open MPI itself only says "PML ucx cannot be selected").
+    err=$(handmade --mca pml ucx -x UCX_PLUGIN_PATH="$moddir" -x UCX_TLS=gdx_shm,self,gdx_aux:aux)
+    [ "$(said "--mca pml_ucx_tls" "$err")" = 1 ] || fail "UCX $ver: no one message for pml ucx without pml_ucx_tls: $err"
+    # A rank that did not ask for gdx (UCX_TLS unset) is not told anything, though UCX loads the module.
+    err=$(handmade --mca pml ucx -x UCX_PLUGIN_PATH="$moddir")
+    grep -q "^libuct_gdx" <<<"$err" && fail "UCX $ver: a rank that did not ask for gdx was lectured: $err"
+    # No pml ucx at all: an Open MPI whose configuration disables pml ucx (Debian's) never loads UCX, so only the
+    # loader, preloaded as the README says for a hand-made line, can speak; it loads nothing on this UCX.
+    san=$(ldd "$moddir/libuct_gdx_loader.so" 2>/dev/null | awk '$1 ~ /^lib(asan|ubsan|tsan)\.so/ {print $3}' | paste -sd: -)
+    err=$(handmade -x LD_PRELOAD="${san:+$san:}$moddir/libuct_gdx_loader.so" -x UCX_PLUGIN_PATH="$moddir" \
+                   -x UCX_TLS=gdx_shm,self,gdx_aux:aux)
+    [ "$(said "--mca pml ucx" "$err")" = 1 ] || fail "UCX $ver: no one message for a line without pml ucx: $err"
+  else
+    # LD_PRELOAD and UCX_TLS but no pml ucx: Open MPI would pick ob1 without a word.
     envs=(); while IFS= read -r l; do envs+=(-x "$l"); done <<<"$load"
-    err=$(timeout 120 mpirun --allow-run-as-root -np 1 "${envs[@]}" -x UCX_TLS=gdx_shm,self,gdx_aux:aux true 2>&1)
-    grep -q "libuct_gdx_loader: this Open MPI rank loads gdx, but its mpirun line lacks --mca pml ucx" <<<"$err" ||
-      fail "no message for a hand-made mpirun line without pml ucx: $err"
-    err=$(timeout 120 mpirun --allow-run-as-root -np 1 --mca pml ucx "${envs[@]}" true 2>&1)
-    grep -q "lacks --mca pml_ucx_tls" <<<"$err" || fail "no message for pml ucx without pml_ucx_tls: $err"
+    err=$(handmade "${envs[@]}" -x UCX_TLS=gdx_shm,self,gdx_aux:aux)
+    [ "$(said "--mca pml ucx" "$err")" = 1 ] || fail "no one message for a hand-made mpirun line without pml ucx: $err"
+    # The loader preloaded means the rank wants gdx, UCX_TLS or not.
+    err=$(handmade --mca pml ucx "${envs[@]}")
+    [ "$(said "--mca pml_ucx_tls" "$err")" = 1 ] || fail "no one message for pml ucx without pml_ucx_tls: $err"
   fi
+  # gdx-run's own line draws no message (MPI_Init with pml ucx over gdx, then the program's "needs 2 ranks").
+  err=$(timeout 120 "$gdx_run" --module "$module" --tls gdx_shm mpirun --allow-run-as-root -np 1 \
+        ${mpi_prog:-true} 10 2>&1)
+  grep -q "^libuct_gdx.*this Open MPI rank" <<<"$err" && fail "gdx-run's mpirun line drew the message: $err"
 fi
 echo "PASS"

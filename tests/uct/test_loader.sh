@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# libuct_gdx_loader.so loads the build made for the running UCX, and refuses, in one line and without harming the
-# process, a build for another UCX version or for another build of the same version (same version, other
-# libucs: another configuration). The "other" builds are copies of this one whose manifest says so: what the
-# loader reads is the manifest, and a real build for another UCX would be refused the same way.
+# libuct_gdx_loader.so loads the build made for the running UCX's version and configuration, and refuses, in one
+# line and without harming the process, a build for another version or another configuration (assertions,
+# statistics, debug data); a rebuild of the same UCX with the same options (another libucs build-id, as a
+# distribution's security update makes) is still accepted. The "other" builds are copies of this one whose
+# manifest says so: the loader decides on the manifest against what it reads off the running libucs, so a real
+# build for another UCX is refused the same way (bench/results/ucx-matrix-*/loader-real-builds.txt: real UCX 1.16
+# builds with other options).
 #   test_loader.sh LOADER MODULE
 . "$(dirname "$0")/lib.sh"
 loader="$1" module="$2"
 manifest="$(dirname "$module")/libuct_gdx.ucx"
 [ -f "$loader" ] && [ -f "$manifest" ] || fail "loader $loader or manifest $manifest missing"
 ver=$(sed -n 's/^version=//p' "$manifest")
+assert=$(sed -n 's/^assert=\([01]\)$/\1/p' "$manifest")
+stats=$(sed -n 's/^stats=\([01]\)$/\1/p' "$manifest")
+dd=$(sed -n 's/^debug_data=\([01]\)$/\1/p' "$manifest")
+[ -n "$assert" ] && [ -n "$stats" ] && [ -n "$dd" ] || fail "manifest lacks the layout keys: $(cat "$manifest")"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/uct-loader.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
@@ -29,29 +36,53 @@ if [ "$major" -gt 1 ] || [ "$minor" -ge 22 ]; then
   exit 0
 fi
 
-# the matching build: gdx transports listed
-out=$(LD_PRELOAD="$loader" LIBUCT_GDX_PATH="$(dirname "$module")" timeout 60 ucx_info -d 2>&1) ||
-  fail "ucx_info -d with the loader failed: $out"
-grep -q "Transport: gdx_shm$" <<<"$out" || fail "the matching build was not loaded: $(head -5 <<<"$out")"
+# loaded: ucx_info -d with the loader and the builds in $1 lists gdx_shm, and the loader says nothing
+expect_loaded() {
+  local out
+  out=$(LD_PRELOAD="$loader" LIBUCT_GDX_PATH="$1" timeout 60 ucx_info -d 2>&1) || fail "$2: ucx_info -d failed: $out"
+  grep -q "Transport: gdx_shm$" <<<"$out" || fail "$2: the build was not loaded: $(head -5 <<<"$out")"
+  grep -q "^libuct_gdx" <<<"$out" && fail "$2: the loader or the module complained: $(grep '^libuct_gdx' <<<"$out")"
+  echo "PASS ($2: loaded)"
+}
+# refused: one loader line per process naming the running UCX and what $3 matches, no gdx component, UCX's own
+# transports listed, exit 0
+expect_refused() {
+  local out rc n
+  out=$(LD_PRELOAD="$loader" LIBUCT_GDX_PATH="$1" timeout 60 ucx_info -d 2>&1); rc=$?
+  [ "$rc" = 0 ] || fail "$2: ucx_info -d exit $rc (the process must go on): $out"
+  # ucx_info starts a helper process, which inherits LD_PRELOAD: one line per process, nothing else of the loader.
+  n=$(grep -c "^libuct_gdx_loader: no libuct_gdx build for the running UCX $ver \[" <<<"$out")
+  [ "$n" -ge 1 ] || fail "$2: no refusal line: $(head -5 <<<"$out")"
+  [ "$(grep -c '^libuct_gdx' <<<"$out")" = "$n" ] || fail "$2: other loader lines: $out"
+  grep -q "^libuct_gdx_loader: .*on offer: .*$3" <<<"$out" || fail "$2: the line does not name '$3': $out"
+  grep -q "Component: gdx_" <<<"$out" && fail "$2: a gdx component was registered"
+  grep -qE "Transport: (tcp|posix|sysv|self)$" <<<"$out" || fail "$2: UCX's own transports are gone"
+  echo "PASS ($2: $(grep -m1 '^libuct_gdx_loader' <<<"$out" | cut -c1-220))"
+}
+variant() {  # variant NAME SED-SCRIPT: $tmp/NAME, a copy of this build with its manifest edited
+  mkdir -p "$tmp/$1"
+  cp "$module" "$tmp/$1/libuct_gdx.so.0"
+  sed "$2" "$manifest" > "$tmp/$1/libuct_gdx.ucx"
+  cmp -s "$manifest" "$tmp/$1/libuct_gdx.ucx" && fail "variant $1 did not change the manifest"
+}
+# The same UCX rebuilt with the same options: another libucs build-id, same version and layout keys.
+variant same-config-rebuild 's/^libucs_build_id=.*/libucs_build_id=00112233445566778899aabbccddeeff00112233/'
+variant other-version 's/^version=.*/version=1.99.0/'
+variant other-assert "s/^assert=.*/assert=$((1 - assert))/"
+variant other-stats "s/^stats=.*/stats=$((1 - stats))/"
+variant other-debug-data "s/^debug_data=.*/debug_data=$((1 - dd))/"
+variant no-keys '/^\(assert\|stats\|debug_data\)=/d'
 
-for case in other-version other-build; do
-  mkdir -p "$tmp/$case"
-  cp "$module" "$tmp/$case/libuct_gdx.so.0"
-  case $case in
-    other-version) sed 's/^version=.*/version=1.99.0/' "$manifest" > "$tmp/$case/libuct_gdx.ucx" ;;
-    other-build)   sed 's/^libucs_build_id=.*/libucs_build_id=00112233445566778899aabbccddeeff00112233/' \
-                     "$manifest" > "$tmp/$case/libuct_gdx.ucx" ;;
-  esac
-  out=$(LD_PRELOAD="$loader" LIBUCT_GDX_PATH="$tmp/$case" timeout 60 ucx_info -d 2>&1); rc=$?
-  [ "$rc" = 0 ] || fail "$case: ucx_info -d exit $rc (the process must go on): $out"
-  # One line per process (ucx_info starts a helper process, which inherits LD_PRELOAD): nothing else of the loader.
-  n=$(grep -c "^libuct_gdx_loader: no libuct_gdx build for the running UCX $ver" <<<"$out")
-  [ "$n" -ge 1 ] || fail "$case: no refusal line: $(head -5 <<<"$out")"
-  [ "$(grep -c '^libuct_gdx_loader' <<<"$out")" = "$n" ] || fail "$case: other loader lines: $out"
-  grep -q "Component: gdx_" <<<"$out" && fail "$case: a gdx component was registered"
-  grep -qE "Transport: (tcp|posix|sysv|self)$" <<<"$out" || fail "$case: UCX's own transports are gone"
-  echo "PASS ($case): $(grep '^libuct_gdx_loader' <<<"$out" | cut -c1-200)"
-done
+expect_loaded "$(dirname "$module")" "the matching build"
+expect_loaded "$tmp/same-config-rebuild" "same options, other libucs build-id"
+expect_refused "$tmp/other-version" "other version" "1.99.0 \[assert=$assert "
+expect_refused "$tmp/other-assert" "other assertions" "$ver \[assert=$((1 - assert)) stats=$stats "
+expect_refused "$tmp/other-stats" "other statistics" "$ver \[assert=$assert stats=$((1 - stats)) "
+expect_refused "$tmp/other-debug-data" "other debug data" "$ver \[assert=$assert stats=$stats debug_data=$((1 - dd)),"
+expect_refused "$tmp/no-keys" "a manifest without layout keys" "$ver \[assert=? stats=? debug_data=?,"
+# With a matching build among refused ones, the matching one is taken wherever it is in the list.
+expect_loaded "$tmp/other-version:$tmp/other-assert:$(dirname "$module")" "the match after two refusals"
+
 # a process that is not UCX at all is not harmed either
 LD_PRELOAD="$loader" LIBUCT_GDX_PATH="$tmp/other-version" true || fail "true failed with the loader preloaded"
 echo "PASS"

@@ -54,15 +54,31 @@ gdx_status_t pending_trampoline(tp::PendingRequest *self) {
     // Off the list before UCP's callback runs: it may add requests to (or purge) this endpoint.
     pending_unlink(node);
     gdx_uct_ep *ep = node->ep;
-    ++ep->dispatching;
+    const uint64_t outer = ep->dispatching;
+    ep->dispatching = node->seq;
     gdx_status_t st = node->req != nullptr ? gdx_uct_glue_dispatch(node->req) : GDX_OK;
-    --ep->dispatching;
+    ep->dispatching = outer;
     if (st == GDX_ERR_NO_RESOURCE) { // gdx keeps it queued and stops dispatching for now
         pending_link(node);
         return st;
     }
     delete node;
     return GDX_OK;
+}
+
+// Whether UCT requests wait on this endpoint's pending queue (parked with pending_add, not purged) that a flush
+// issued now must cover. They are not issued yet, so gdx's flush does not cover them: UCT's contract is that an
+// endpoint flush then answers NO_RESOURCE and the caller parks it behind them (UCX's own transports check their
+// pending arbiter the same way). Answering OK let UCP's fence pass before a put parked during wire-up had been
+// sent: MPI_Win_fence returned with the first MPI_Put of a window missing at the target (uct.mpi.* on Debian 13's
+// UCX 1.18 + Open MPI 5, 5-7 runs in 10). A flush dispatched from the queue itself covers only what was parked
+// before it, all of which gdx's FIFO queue has dispatched by then; requests parked behind it are later operations
+// (counting them kept the flush at the head of the queue for ever: ucp_put_bw hung on UCP 1.13).
+bool has_parked(const gdx_uct_ep *ep) {
+    for (const GdxUctPending *n = ep->pending; n != nullptr; n = n->next) {
+        if (n->req != nullptr && (ep->dispatching == 0 || n->seq < ep->dispatching)) return true;
+    }
+    return false;
 }
 
 // Accepted operations advance ops_seq so flush without a completion knows whether a finished probe still
@@ -195,15 +211,19 @@ extern "C" unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface) { return ifac
 extern "C" int gdx_uct_iface_wakeup_fd(gdx_uct_iface_t *iface) { return iface->itf->wakeup_fd(); }
 extern "C" gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface) { return iface->itf->arm_wakeup(); }
 
-// An interface flush never answers NO_RESOURCE (UCP takes that for a failure here): an endpoint with requests
-// still parked (its flush says NO_RESOURCE, transport/pending_queue.h) is not flushed yet when polled, and is
-// passed over with a completion object, as UCX's own transports pass parked requests over.
 extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_comp) {
+    // Requests parked on an endpoint are not covered either, but an interface flush has no NO_RESOURCE answer
+    // (UCP takes one as an error: ucp_worker_flush failed in ucx_perftest's setup): "still in progress", as UCX's
+    // rc interface flush says for its endpoints' NO_RESOURCE; UCP polls again. A completion could not be
+    // honoured before they are issued: NO_RESOURCE then (UCP never passes one; UCX's transports refuse it).
+    for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
+        if (has_parked(ep)) return (uct_comp == nullptr) ? GDX_INPROGRESS : GDX_ERR_NO_RESOURCE;
+    }
     if (uct_comp == nullptr) {
         gdx_status_t result = GDX_OK;
         for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
             gdx_status_t st = gdx_uct_ep_flush(ep, nullptr);
-            if (st == GDX_ERR_NO_RESOURCE) st = GDX_INPROGRESS;
+            if (st == GDX_ERR_NO_RESOURCE) st = GDX_INPROGRESS; // purged nodes gdx still holds (pending_queue.h)
             if (st != GDX_OK && result == GDX_OK) result = st;
         }
         return result;
@@ -215,7 +235,7 @@ extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_co
     for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
         ++agg->c.count;
         gdx_status_t st = ep->ep->flush(&agg->c);
-        if (st == GDX_ERR_NO_RESOURCE) st = GDX_OK; // parked, not issued: see above
+        if (st == GDX_ERR_NO_RESOURCE) st = GDX_OK; // only purged nodes are parked there (has_parked said so)
         if (st != GDX_INPROGRESS) {
             --agg->c.count;
             if (st != GDX_OK && agg->c.status == GDX_OK) agg->c.status = st;
@@ -341,10 +361,7 @@ extern "C" gdx_status_t gdx_uct_ep_get(gdx_uct_ep_t *ep, void *buf, size_t len, 
 }
 
 extern "C" gdx_status_t gdx_uct_ep_flush(gdx_uct_ep_t *ep, void *uct_comp) {
-    // UCT's contract (as its own transports keep it): requests parked with pending_add were not issued, so a flush
-    // cannot complete before them; NO_RESOURCE makes UCP park its flush behind them (transport/pending_queue.h).
-    // A flush dispatched from the queue itself goes on: what is still parked was parked after it.
-    if (ep->pending != nullptr && ep->dispatching == 0) return GDX_ERR_NO_RESOURCE;
+    if (has_parked(ep)) return GDX_ERR_NO_RESOURCE;
     if (uct_comp != nullptr) {
         GdxUctComp *c = ep->iface->get_comp(uct_comp);
         if (c == nullptr) return GDX_ERR_NO_MEMORY;
@@ -377,6 +394,7 @@ extern "C" gdx_status_t gdx_uct_ep_pending_add(gdx_uct_ep_t *ep, void *req) {
     node->p.func = pending_trampoline;
     node->req = req;
     node->ep = ep;
+    node->seq = ++ep->parked_seq;
     pending_link(node); // before gdx can dispatch it
     gdx_status_t st = ep->ep->pending_add(&node->p);
     if (st != GDX_OK) { // GDX_ERR_BUSY (send now) or an error: not queued

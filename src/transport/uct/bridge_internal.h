@@ -81,6 +81,7 @@ struct GdxUctPending {
     gdx::tp::PendingRequest p;
     void *req = nullptr; // uct_pending_req_t*, NULL once purged
     struct gdx_uct_ep *ep = nullptr;
+    uint64_t seq = 0;    // order of parking on ep (gdx's queue is FIFO: it dispatches lower ones first)
     GdxUctPending *prev = nullptr, *next = nullptr; // ep's list of live nodes
 };
 
@@ -100,7 +101,8 @@ struct gdx_uct_ep {
     uint64_t flushed_seq = 0;   // every operation up to this one is known complete (a probe said so)
     GdxUctComp *probe = nullptr; // in-flight flush probe
     GdxUctPending *pending = nullptr; // live pending nodes (including cancelled ones gdx still holds)
-    unsigned dispatching = 0;          // inside a parked request's callback (gdx_uct_ep_flush reads it)
+    uint64_t parked_seq = 0;     // last GdxUctPending::seq handed out
+    uint64_t dispatching = 0;    // seq of the node whose request gdx is dispatching now, 0 outside a dispatch
     gdx_uct_ep *prev = nullptr, *next = nullptr; // interface's endpoint list
 };
 

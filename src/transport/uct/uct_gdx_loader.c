@@ -2,24 +2,26 @@
  * which loads only the modules named at its configure time (README.md, "Loading").
  *
  * Why a loader instead of preloading libuct_gdx.so.0 itself: the module fills in UCX's internal structs, so each
- * build fits exactly one UCX build (version *and* configuration: ENABLE_STATS, ENABLE_DEBUG_DATA, ENABLE_ASSERT
- * change layouts). Preloaded into another UCX it cannot even be linked (UCX 1.16 lacks symbols 1.13 had: the
- * dynamic linker kills every process, `true` included, with "undefined symbol"). The loader links nothing of
- * UCX and reads nothing of its internals: it asks libucp for its version (ucp_get_version, public), identifies
- * the running libucs.so.0 by its GNU build-id (an ELF note of the mapped file, which changes with any rebuild,
- * so with any configuration change), then dlopen()s the libuct_gdx build whose manifest names that version and
- * build-id. dlopen() reports a failure instead of killing the process. Any mismatch is one line on stderr and
- * the process goes on with UCX's own transports.
+ * build fits one UCX version *and* configuration (ENABLE_ASSERT, ENABLE_STATS, ENABLE_DEBUG_DATA change layouts).
+ * Preloaded into another UCX it cannot even be linked (UCX 1.16 lacks symbols 1.13 had: the dynamic linker kills
+ * every process, `true` included, with "undefined symbol"). The loader links nothing of UCX and reads nothing of
+ * its internals: it asks libucp for its version (ucp_get_version, public), reads the configuration off the
+ * loaded libucs/libuct (uct_gdx_ucxbuild.h), then dlopen()s the libuct_gdx build whose manifest names that
+ * version and configuration. The GNU build-id of libucs is only reported: every rebuild changes it, a
+ * distribution's security rebuild with the same options included, which must keep working. dlopen() reports a
+ * failure instead of killing the process. Any mismatch is one line on stderr and the process goes on with UCX's
+ * own transports.
  *
  * Where builds are looked for: the colon-separated LIBUCT_GDX_PATH (directories holding libuct_gdx.so.0 and its
  * manifest libuct_gdx.ucx, e.g. a build tree's src/transport/uct), then <loader's directory>/gdx/ucx/<any>/
  * (what `cmake --install` lays out). The variable is not GDX_* or UCX_*: both libraries warn about unknown
  * variables of their prefix. */
 #define _GNU_SOURCE
+#include "uct_gdx_ompi.h"
+#include "uct_gdx_ucxbuild.h"
+
 #include <dirent.h>
 #include <dlfcn.h>
-#include <elf.h>
-#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,11 +30,9 @@
 #define MANIFEST "libuct_gdx.ucx"
 #define MODULE "libuct_gdx.so.0"
 
-typedef struct {
-    char version[32];    /* "1.16.0" */
-    char build_id[129];  /* hex, "" when the file has none */
-    char path[4096];     /* of libucs.so.0 */
-} loader_ucx_t;
+/* Set when this loader has checked the Open MPI settings, so that libuct_gdx, loaded into the same process by
+ * UCX >= 1.22 later, does not say it again (uct_gdx_ompi.h). The one symbol the loader exports. */
+__attribute__((visibility("default"))) int uct_gdx_ompi_told;
 
 /* Copies a string, cut to the destination (manifest values and paths longer than that are not ours). */
 static void loader_copy(char *dst, size_t size, const char *src)
@@ -43,131 +43,85 @@ static void loader_copy(char *dst, size_t size, const char *src)
     dst[n] = '\0';
 }
 
-/* ---- the running UCX ---------------------------------------------------------------------------------- */
-
-static int loader_note_build_id(const ElfW(Phdr) *ph, ElfW(Addr) base, char *out, size_t out_size)
-{
-    const char *p   = (const char*)(base + ph->p_vaddr);
-    const char *end = p + ph->p_memsz;
-
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
-        const ElfW(Nhdr) *nh = (const ElfW(Nhdr)*)p;
-        const unsigned char *name = (const unsigned char*)(nh + 1);
-        const unsigned char *desc = name + ((nh->n_namesz + 3) & ~3u);
-        if ((nh->n_type == NT_GNU_BUILD_ID) && (nh->n_namesz == 4) && (memcmp(name, "GNU", 4) == 0)) {
-            size_t i;
-            for (i = 0; (i < nh->n_descsz) && ((2 * i + 2) < out_size); ++i) {
-                snprintf(out + 2 * i, 3, "%02x", desc[i]);
-            }
-            return 1;
-        }
-        p = (const char*)desc + ((nh->n_descsz + 3) & ~3u);
-    }
-    return 0;
-}
-
-static int loader_find_libucs(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    loader_ucx_t *ucx = arg;
-    const char *slash = strrchr(info->dlpi_name, '/');
-    const char *base  = (slash != NULL) ? slash + 1 : info->dlpi_name;
-    int i;
-
-    (void)size;
-    if (strncmp(base, "libucs.so", 9) != 0) {
-        return 0;
-    }
-    snprintf(ucx->path, sizeof(ucx->path), "%s", info->dlpi_name);
-    for (i = 0; i < info->dlpi_phnum; ++i) {
-        if ((info->dlpi_phdr[i].p_type == PT_NOTE) &&
-            loader_note_build_id(&info->dlpi_phdr[i], info->dlpi_addr, ucx->build_id, sizeof(ucx->build_id))) {
-            break;
-        }
-    }
-    return 1;
-}
-
-/* 0 and a message in `why` when no UCX can be found or asked. */
-static int loader_running_ucx(loader_ucx_t *ucx, char *why, size_t why_size)
-{
-    void (*get_version)(unsigned*, unsigned*, unsigned*);
-    unsigned major = 0, minor = 0, release = 0;
-    void *ucp;
-
-    memset(ucx, 0, sizeof(*ucx));
-    /* An application that uses UCP has it loaded; one that opens UCX later (Open MPI's pml ucx) gets it loaded
-     * here, global and for good, as preloading the module always did. */
-    ucp = dlopen("libucp.so.0", RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
-    if (ucp == NULL) {
-        ucp = dlopen("libucp.so.0", RTLD_NOW | RTLD_GLOBAL);
-    }
-    if (ucp == NULL) {
-        snprintf(why, why_size, "no UCX here: dlopen(libucp.so.0) failed: %s", dlerror());
-        return 0;
-    }
-    *(void**)&get_version = dlsym(ucp, "ucp_get_version");
-    if (get_version == NULL) {
-        snprintf(why, why_size, "libucp.so.0 has no ucp_get_version");
-        return 0;
-    }
-    get_version(&major, &minor, &release);
-    snprintf(ucx->version, sizeof(ucx->version), "%u.%u.%u", major, minor, release);
-    dl_iterate_phdr(loader_find_libucs, ucx);
-    return 1;
-}
-
 /* ---- the builds on offer -------------------------------------------------------------------------------- */
 
-/* Reads "key=value" lines of a manifest into version/build_id/config; 0 when unreadable. */
-static int loader_read_manifest(const char *dir, char *version, size_t vsize, char *build_id, size_t bsize,
-                                char *config, size_t csize)
+typedef struct {
+    char version[32];
+    int  layout[UCT_GDX_UCX_LAYOUT_KEYS];  /* assert, stats, debug_data; -1 when the manifest lacks the key */
+    char build_id[129];                    /* of the libucs it was built against: informative */
+    char config[128];                      /* the configuration tag, for messages */
+} loader_manifest_t;
+
+/* Reads the "key=value" lines of a manifest (written by src/transport/uct/CMakeLists.txt); 0 when unreadable. */
+static int loader_read_manifest(const char *dir, loader_manifest_t *m)
 {
     char path[4200], line[512];
     FILE *f;
+    int k;
 
     snprintf(path, sizeof(path), "%s/" MANIFEST, dir);
     f = fopen(path, "r");
     if (f == NULL) {
         return 0;
     }
-    version[0] = build_id[0] = config[0] = '\0';
+    memset(m, 0, sizeof(*m));
+    for (k = 0; k < UCT_GDX_UCX_LAYOUT_KEYS; ++k) {
+        m->layout[k] = -1;
+    }
     while (fgets(line, sizeof(line), f) != NULL) {
+        char *eq = strchr(line, '=');
         line[strcspn(line, "\n")] = '\0';
-        if (strncmp(line, "version=", 8) == 0) {
-            loader_copy(version, vsize, line + 8);
-        } else if (strncmp(line, "libucs_build_id=", 16) == 0) {
-            loader_copy(build_id, bsize, line + 16);
-        } else if (strncmp(line, "config=", 7) == 0) {
-            loader_copy(config, csize, line + 7);
+        if (eq == NULL) {
+            continue;
+        }
+        *eq = '\0';
+        if (strcmp(line, "version") == 0) {
+            loader_copy(m->version, sizeof(m->version), eq + 1);
+        } else if (strcmp(line, "libucs_build_id") == 0) {
+            loader_copy(m->build_id, sizeof(m->build_id), eq + 1);
+        } else if (strcmp(line, "config") == 0) {
+            loader_copy(m->config, sizeof(m->config), eq + 1);
+        }
+        for (k = 0; k < UCT_GDX_UCX_LAYOUT_KEYS; ++k) {
+            if ((strcmp(line, uct_gdx_ucx_key_names[k]) == 0) && ((eq[1] == '0') || (eq[1] == '1'))) {
+                m->layout[k] = eq[1] - '0';
+            }
         }
     }
     fclose(f);
-    return version[0] != '\0';
+    return m->version[0] != '\0';
 }
 
 typedef struct {
-    const loader_ucx_t *ucx;
-    char               match[4200];  /* directory of the matching build */
-    char               seen[2048];   /* what was on offer, for the refusal line */
+    const uct_gdx_ucx_build_t *ucx;
+    char                       match[4200];  /* directory of the matching build */
+    char                       seen[2048];   /* what was on offer, for the refusal line */
 } loader_search_t;
 
 static void loader_consider(loader_search_t *s, const char *dir)
 {
-    char version[32], build_id[129], config[128], item[512];
+    char item[600], layout[96] = "";
+    loader_manifest_t m;
+    int k, same;
 
-    if ((s->match[0] != '\0') ||
-        !loader_read_manifest(dir, version, sizeof(version), build_id, sizeof(build_id), config, sizeof(config))) {
+    if ((s->match[0] != '\0') || !loader_read_manifest(dir, &m)) {
         return;
     }
-    /* Same version and the very same libucs build (a build-id on both sides, equal). A UCX without build-ids
-     * cannot be told from a rebuild with another configuration: refused too, with that reason. */
-    if ((strcmp(version, s->ucx->version) == 0) && (build_id[0] != '\0') &&
-        (strcmp(build_id, s->ucx->build_id) == 0)) {
+    /* Same version and the same layout keys. A manifest without them (built before they were recorded) cannot
+     * be matched: refused like another configuration. */
+    same = (strcmp(m.version, s->ucx->version) == 0);
+    for (k = 0; k < UCT_GDX_UCX_LAYOUT_KEYS; ++k) {
+        same = same && (m.layout[k] >= 0) && (m.layout[k] == s->ucx->value[k]);
+        snprintf(layout + strlen(layout), sizeof(layout) - strlen(layout), "%s%s=%c", k ? " " : "",
+                 uct_gdx_ucx_key_names[k], (m.layout[k] < 0) ? '?' : (char)('0' + m.layout[k]));
+    }
+    if (same) {
         snprintf(s->match, sizeof(s->match), "%s", dir);
         return;
     }
-    snprintf(item, sizeof(item), "%s%s [%s, libucs build-id %.12s] in %s", (s->seen[0] != '\0') ? "; " : "",
-             version, config, (build_id[0] != '\0') ? build_id : "none", dir);
+    snprintf(item, sizeof(item), "%s%s [%s, built on libucs build-id %.12s] in %.300s",
+             (s->seen[0] != '\0') ? "; " : "", m.version, layout, (m.build_id[0] != '\0') ? m.build_id : "none",
+             dir);
     strncat(s->seen, item, sizeof(s->seen) - strlen(s->seen) - 1);
 }
 
@@ -189,61 +143,61 @@ static void loader_scan_tree(loader_search_t *s, const char *dir)
     closedir(d);
 }
 
-/* ---- Open MPI set by hand -------------------------------------------------------------------------------- */
+/* ---- the running UCX -------------------------------------------------------------------------------------- */
 
-/* An Open MPI rank that preloads gdx but whose mpirun line does not select pml ucx runs on ob1 (Debian's
- * openmpi-mca-params.conf disables pml ucx) or fails to open any pml (pml ucx accepts only the transports and
- * devices named in pml_ucx_tls / pml_ucx_devices): silently slow, or a cryptic failure. mpirun hands its --mca
- * settings to the ranks as OMPI_MCA_* variables, so the rank can say what is missing. Rank 0 only, one line. */
-static int loader_mca_lists(const char *name, const char *what)
+/* 0 with one line printed when there is no UCX to ask. */
+static int loader_running_ucx(uct_gdx_ucx_build_t *ucx)
 {
-    const char *v = getenv(name);
+    char why[512];
+    void *ucp;
 
-    return (v != NULL) && ((strstr(v, what) != NULL) || (strcmp(v, "any") == 0));
-}
-
-static void loader_check_open_mpi(void)
-{
-    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
-    const char *pml  = getenv("OMPI_MCA_pml");
-    const char *missing;
-
-    if ((rank == NULL) || (strcmp(rank, "0") != 0)) {
-        return;
+    /* An application that uses UCP has it loaded; one that opens UCX later (Open MPI's pml ucx) gets it loaded
+     * here, global and for good, as preloading the module always did. */
+    ucp = dlopen("libucp.so.0", RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+    if (ucp == NULL) {
+        ucp = dlopen("libucp.so.0", RTLD_NOW | RTLD_GLOBAL);
     }
-    if ((pml == NULL) || (strcmp(pml, "ucx") != 0)) {
-        missing = "--mca pml ucx";
-    } else if (!loader_mca_lists("OMPI_MCA_pml_ucx_tls", "gdx_")) {
-        missing = "--mca pml_ucx_tls <gdx transports>,self";
-    } else if (!loader_mca_lists("OMPI_MCA_pml_ucx_devices", "any")) {
-        missing = "--mca pml_ucx_devices any";
-    } else {
-        return;
+    if (ucp == NULL) {
+        fprintf(stderr, LOADER ": no UCX here: dlopen(libucp.so.0) failed: %s; gdx transports not loaded\n",
+                dlerror());
+        return 0;
     }
-    fprintf(stderr, LOADER ": this Open MPI rank loads gdx, but its mpirun line lacks %s: Open MPI will not carry "
-            "MPI traffic over UCX/gdx (it falls back to ob1 or finds no pml). Use tools/gdx-run mpirun ..., or add "
-            "--mca pml ucx --mca pml_ucx_tls <gdx transports>,self --mca pml_ucx_devices any --mca osc ucx "
-            "(src/transport/uct/README.md, \"Loading\")\n", missing);
+    if (!uct_gdx_ucx_build_detect(ucx, 0, why, sizeof(why))) {
+        fprintf(stderr, LOADER ": %s; gdx transports not loaded\n", why);
+        return 0;
+    }
+    return 1;
 }
 
 __attribute__((constructor)) static void uct_gdx_loader_init(void)
 {
-    static loader_ucx_t ucx;
+    static uct_gdx_ucx_build_t ucx;
     static loader_search_t s;
-    char why[512], module[4300], *list, *dir, *save;
+    char module[4300], layout[96], *list, *dir, *save;
     const char *env = getenv("LIBUCT_GDX_PATH");
     Dl_info self;
     void *dl;
+    int k;
 
-    loader_check_open_mpi();
-    if (!loader_running_ucx(&ucx, why, sizeof(why))) {
-        fprintf(stderr, LOADER ": %s; gdx transports not loaded\n", why);
+    if (!loader_running_ucx(&ucx)) {
+        uct_gdx_ompi_told = uct_gdx_ompi_check(LOADER);
         return;
     }
     if ((strncmp(ucx.version, "1.", 2) != 0) || (atoi(ucx.version + 2) >= 22)) {
         /* UCX 1.22 loads libuct_gdx.so.0 itself (<libdir>/ucx/ or UCX_PLUGIN_PATH); loading it here as well
-         * would register every gdx component twice. */
+         * would register every gdx component twice. The mpirun check stays: whoever preloads the loader wants
+         * gdx, and UCX may never load the module into a rank whose pml is not ucx. */
+        uct_gdx_ompi_told = uct_gdx_ompi_check(LOADER);
         return;
+    }
+    for (k = 0; k < UCT_GDX_UCX_LAYOUT_KEYS; ++k) {
+        if (ucx.value[k] < 0) {
+            fprintf(stderr, LOADER ": cannot tell whether the running UCX %s (%s) is built with %s: %s; gdx "
+                    "transports not loaded, UCX's own transports unaffected\n", ucx.version, ucx.libucs,
+                    uct_gdx_ucx_key_names[k], ucx.how[k]);
+            uct_gdx_ompi_told = uct_gdx_ompi_check(LOADER);
+            return;
+        }
     }
     s.ucx = &ucx;
     if ((env != NULL) && ((list = strdup(env)) != NULL)) {
@@ -259,17 +213,21 @@ __attribute__((constructor)) static void uct_gdx_loader_init(void)
                  (slash != NULL) ? self.dli_fname : ".");
         loader_scan_tree(&s, installed);
     }
+    uct_gdx_ucx_build_layout(&ucx, layout, sizeof(layout));
     if (s.match[0] == '\0') {
-        fprintf(stderr, LOADER ": no libuct_gdx build for the running UCX %s (%s, build-id %.12s); on offer: %s; "
-                "gdx transports not loaded, UCX's own transports unaffected (build gdx against this UCX: "
-                "src/transport/uct/README.md)\n", ucx.version, ucx.path[0] ? ucx.path : "libucs.so.0",
+        fprintf(stderr, LOADER ": no libuct_gdx build for the running UCX %s [%s] (%s, build-id %.12s); on offer: "
+                "%s; gdx transports not loaded, UCX's own transports unaffected (build gdx against this UCX: "
+                "src/transport/uct/README.md)\n", ucx.version, layout, ucx.libucs,
                 ucx.build_id[0] ? ucx.build_id : "none", s.seen[0] ? s.seen : "none (set LIBUCT_GDX_PATH)");
+        uct_gdx_ompi_told = uct_gdx_ompi_check(LOADER);
         return;
     }
     snprintf(module, sizeof(module), "%s/" MODULE, s.match);
+    /* The module checks the mpirun line itself once loaded (uct_gdx_init.c). */
     dl = dlopen(module, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (dl == NULL) {
-        fprintf(stderr, LOADER ": %s matches UCX %s but does not load: %s; gdx transports not loaded\n", module,
-                ucx.version, dlerror());
+        fprintf(stderr, LOADER ": %s matches UCX %s [%s] but does not load: %s; gdx transports not loaded\n", module,
+                ucx.version, layout, dlerror());
+        uct_gdx_ompi_told = uct_gdx_ompi_check(LOADER);
     }
 }
