@@ -1,7 +1,6 @@
 #include "fallback/numa_placement.h"
 
 #include "core/log.h"
-#include "memtype/cuda_driver.h"
 
 #include <hwloc.h>
 
@@ -31,19 +30,6 @@ hwloc_topology_t topology() {
         topo = t;
     });
     return topo;
-}
-
-// PCI bus id of CUDA device `ordinal` ("0000:18:00.0"), "" when unknown. The one thing the fallback layer asks the
-// CUDA driver loader directly: the memory ops table has no notion of PCI location.
-std::string gpu_bus_id(int ordinal) {
-#if GDX_HAVE_CUDA_H
-    static const std::vector<cuda::DeviceInfo> devices = cuda::list_devices();
-    for (const cuda::DeviceInfo &d : devices)
-        if (d.ordinal == ordinal) return d.pci_bus_id;
-#else
-    (void)ordinal;
-#endif
-    return "";
 }
 
 // Restores the calling thread's memory policy when it goes out of scope.
@@ -94,7 +80,7 @@ gdx_status_t alloc_near_device(const HostAllocFn &alloc, size_t len, int device,
     } else if (hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) <= 1) {
         *placement = "single NUMA node";
     } else {
-        std::string bus = gpu_bus_id(device);
+        std::string bus = mem::device_bus_id(mem::MemKind::Cuda, device); // the ops table knows PCI locations
         hwloc_obj_t pci = bus.empty() ? nullptr : hwloc_get_pcidev_by_busidstring(topo, bus.c_str());
         hwloc_obj_t anc = pci != nullptr ? hwloc_get_non_io_ancestor_obj(topo, pci) : nullptr;
         if (anc == nullptr || anc->nodeset == nullptr || hwloc_bitmap_iszero(anc->nodeset)) {

@@ -3,6 +3,9 @@
 //   cuda_classify.cpp  query and revalidate (what a pointer is)
 //   cuda_copy.cpp      copies on per-device non-blocking streams
 //   cuda_host.cpp      pinned bounce buffers, host registration, dma-buf export
+//   cuda_ipc_ops.cpp   IPC export/import/close, pool imports, peer access
+//   cuda_queue.cpp     copy queues (a transport's own streams with completion markers)
+//   cuda_buffers.cpp   memory of a chosen type for the tools' test buffers (typed_alloc.h)
 // Every function here is a slot of the row (memory_ops.h says what each promises).
 #pragma once
 
@@ -32,6 +35,20 @@ void host_free(void *p);
 gdx_status_t host_register(void *p, size_t len, int device);
 void host_unregister(void *p);
 gdx_status_t dmabuf_fd(const void *ptr, size_t len, int *fd, uint64_t *offset);
+
+const std::string &why_unavailable();
+int driver_version();
+int device_count();
+gdx_status_t devices(std::vector<DeviceInfo> *out);
+int current_device();
+gdx_status_t buffer_id(const void *ptr, uint64_t *id);
+gdx_status_t ipc_export(const MemInfo &info, IpcHandle *h, int *fd, std::string *why);
+gdx_status_t ipc_import_pool(int fd, int device, void **pool);
+void ipc_release_pool(void *pool, int device);
+gdx_status_t ipc_import(const IpcHandle &h, size_t size, int fd, void *pool, int device, IpcMapping *out);
+gdx_status_t ipc_close(IpcMapping *m);
+gdx_status_t peer_access(int from, int to, std::string *why);
+gdx_status_t copy_queue(int device, const CopyQueueOptions &opts, std::unique_ptr<CopyQueue> *out);
 
 // set_dmabuf_pcie_first()'s current value.
 bool dmabuf_pcie_first();

@@ -1,6 +1,6 @@
 // The CUDA row of the ops table: the per-GPU state its parts share, the table itself, and the row of a build
-// without cuda.h (never available). The slots live by concern in cuda_classify.cpp, cuda_copy.cpp and
-// cuda_host.cpp (cuda_internal.h lists them).
+// without cuda.h (never available), and the device slots (lists, the current device, buffer ids). The other slots
+// live by concern in files of their own (cuda_internal.h lists them).
 #include "memtype/cuda_internal.h"
 
 #include "core/error.h"
@@ -48,6 +48,43 @@ gdx_status_t driver_error(CUresult r, log::Level level, const char *what) {
 
 bool available() { return cuda::driver() != nullptr; }
 
+const std::string &why_unavailable() {
+    static const std::string none;
+    return cuda::driver() != nullptr ? none : cuda::why_unavailable();
+}
+
+int driver_version() { return cuda::driver() != nullptr ? cuda::driver()->driver_version : 0; }
+
+int device_count() { return cuda::driver() != nullptr ? cuda::driver()->device_count : 0; }
+
+gdx_status_t devices(std::vector<DeviceInfo> *out) {
+    if (out == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "devices: null output");
+    *out = cuda::list_devices();
+    return GDX_OK;
+}
+
+int current_device() {
+    const cuda::DriverApi *api = cuda::driver();
+    if (api == nullptr) return -1;
+    CUcontext ctx = nullptr;
+    CUdevice dev = 0;
+    if (api->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr || api->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return -1;
+    return static_cast<int>(dev);
+}
+
+gdx_status_t buffer_id(const void *ptr, uint64_t *id) {
+    const cuda::DriverApi *api = cuda::driver();
+    if (api == nullptr || id == nullptr) return GDX_ERR_NOT_FOUND;
+    unsigned long long v = 0;
+    CUresult r = api->cuPointerGetAttribute(&v, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(ptr));
+    if (r != CUDA_SUCCESS)
+        return fail(GDX_ERR_NOT_FOUND, log::Level::Debug, kComp, "cuPointerGetAttribute(BUFFER_ID, %p): %s", ptr,
+                    cuda::error_text(r).c_str());
+    *id = v;
+    return GDX_OK;
+}
+
 #else // !GDX_HAVE_CUDA_H: a row that is never available
 
 namespace {
@@ -69,6 +106,33 @@ gdx_status_t dmabuf_fd(const void *, size_t, int *fd, uint64_t *) {
     if (fd != nullptr) *fd = -1;
     return GDX_ERR_UNSUPPORTED;
 }
+const std::string &why_unavailable() {
+    static const std::string why = "gdx was built without CUDA headers";
+    return why;
+}
+int driver_version() { return 0; }
+int device_count() { return 0; }
+gdx_status_t devices(std::vector<DeviceInfo> *out) {
+    if (out != nullptr) out->clear();
+    return GDX_OK;
+}
+int current_device() { return -1; }
+gdx_status_t buffer_id(const void *, uint64_t *) { return GDX_ERR_NOT_FOUND; }
+gdx_status_t ipc_export(const MemInfo &, IpcHandle *h, int *fd, std::string *why) {
+    if (h != nullptr) *h = IpcHandle{};
+    if (fd != nullptr) *fd = -1;
+    if (why != nullptr) *why = why_unavailable();
+    return GDX_OK;
+}
+gdx_status_t ipc_import_pool(int, int, void **) { return no_cuda(); }
+void ipc_release_pool(void *, int) {}
+gdx_status_t ipc_import(const IpcHandle &, size_t, int, void *, int, IpcMapping *) { return no_cuda(); }
+gdx_status_t ipc_close(IpcMapping *) { return GDX_OK; }
+gdx_status_t peer_access(int, int, std::string *why) {
+    if (why != nullptr) *why = why_unavailable();
+    return GDX_ERR_UNREACHABLE;
+}
+gdx_status_t copy_queue(int, const CopyQueueOptions &, std::unique_ptr<CopyQueue> *) { return no_cuda(); }
 
 #endif // GDX_HAVE_CUDA_H
 
@@ -90,6 +154,19 @@ const Ops kCudaRow = {
     .host_unregister = cudarow::host_unregister,
     .dmabuf_fd = cudarow::dmabuf_fd,
     .revalidate = cudarow::revalidate,
+    .why_unavailable = cudarow::why_unavailable,
+    .driver_version = cudarow::driver_version,
+    .device_count = cudarow::device_count,
+    .devices = cudarow::devices,
+    .current_device = cudarow::current_device,
+    .buffer_id = cudarow::buffer_id,
+    .ipc_export = cudarow::ipc_export,
+    .ipc_import_pool = cudarow::ipc_import_pool,
+    .ipc_release_pool = cudarow::ipc_release_pool,
+    .ipc_import = cudarow::ipc_import,
+    .ipc_close = cudarow::ipc_close,
+    .peer_access = cudarow::peer_access,
+    .copy_queue = cudarow::copy_queue,
 };
 
 } // namespace

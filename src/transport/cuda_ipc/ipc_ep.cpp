@@ -2,9 +2,7 @@
 // after the copies issued before them, descriptor requests and revocations over the channel.
 #include "transport/cuda_ipc/ipc_internal.h"
 
-#if GDX_HAVE_CUDA_H
 #include "core/error.h"
-#include "memtype/cuda_driver.h"
 #include "transport/wire.h"
 
 #include <cinttypes>
@@ -54,7 +52,10 @@ gdx_status_t CudaIpcEp::connect(std::span<const uint8_t> remote_address) {
                                                                         kBusIdLen));
     for (char &c : bus) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     peer_dev_ = -1;
-    for (const cuda::DeviceInfo &d : cuda::list_devices())
+    const mem::Ops &gpu = mem::ops(mem::MemKind::Cuda);
+    std::vector<mem::DeviceInfo> gpus;
+    gpu.devices(&gpus);
+    for (const mem::DeviceInfo &d : gpus)
         if (d.pci_bus_id == bus) peer_dev_ = d.ordinal;
     p2p_ok_ = false;
     if (iface_->p2p() == Ternary::No) {
@@ -64,7 +65,7 @@ gdx_status_t CudaIpcEp::connect(std::span<const uint8_t> remote_address) {
     } else if (peer_dev_ == iface_->device()) {
         p2p_ok_ = true; // one GPU, two processes: device-local copies
     } else {
-        p2p_ok_ = enable_peer_access(iface_->device(), peer_dev_, &p2p_why_) == GDX_OK;
+        p2p_ok_ = gpu.peer_access(iface_->device(), peer_dev_, &p2p_why_) == GDX_OK;
     }
     if (!p2p_ok_ && iface_->p2p() == Ternary::Yes) {
         st = GDX_FAIL(GDX_ERR_UNREACHABLE, kComp, "GDX_P2P=yes but GPU %d cannot reach the peer's GPU %s: %s",
@@ -376,4 +377,3 @@ unsigned CudaIpcEp::progress() {
 bool CudaIpcEp::has_work() const { return !deferred_.empty() || !revokes_.empty() || !pending_.empty(); }
 
 } // namespace gdx::tp::cuda_ipc
-#endif

@@ -1,13 +1,11 @@
 // cuda_ipc endpoint and interface (internal: the public face is ipc_iface.h and transport.h).
 #pragma once
 
-#if GDX_HAVE_CUDA_H
 #include "transport/cuda_ipc/ipc_cache.h"
 #include "transport/cuda_ipc/ipc_iface.h"
 #include "transport/pending_queue.h"
 #include "transport/shm/hub.h"
 
-#include <cuda.h>
 #include <deque>
 
 namespace gdx::tp::cuda_ipc {
@@ -118,7 +116,8 @@ class CudaIpcIface final : public Interface {
     int wakeup_fd() const override { return hub_->wakeup_fd(); }
     gdx_status_t arm_wakeup() override;
 
-    // Data path: copies on one of our streams and a completion marker after it; GDX_OK = queued.
+    // Data path: a copy on one of our streams (the ops table's copy queue) and a completion marker after it;
+    // GDX_OK = queued. Its completion calls ep->on_copy_done(op_id) and releases `map`.
     gdx_status_t submit_copy(void *dst, const void *src, size_t len, CudaIpcEp *ep, uint64_t op_id, Mapping *map);
     void sync_streams();
     unsigned poll_streams();
@@ -136,36 +135,17 @@ class CudaIpcIface final : public Interface {
 
   private:
     CudaIpcIface() = default;
-    struct Marker {
-        CudaIpcEp *ep;
-        uint64_t op_id;
-        Mapping *map;
-        uint32_t seq;
-        CUevent ev;
-    };
-    struct Stream {
-        CUstream s = nullptr;
-        volatile uint32_t *flag = nullptr; // written by the GPU after each copy (cuStreamWriteValue32)
-        CUdeviceptr flag_dev = 0;
-        uint32_t issued = 0;
-        std::deque<Marker> fifo;
-        std::vector<CUevent> spare;
-        int64_t next_check_ns = 0;
-    };
-    void finish(Stream &s, gdx_status_t st);
+    static void copy_done(void *self, const mem::CopyTag &tag, gdx_status_t st);
 
     std::unique_ptr<shm::Hub> hub_;
     std::unique_ptr<IpcMd> md_;
     std::shared_ptr<ExportState> exports_;
     std::unique_ptr<ImportCache> cache_;
+    std::unique_ptr<mem::CopyQueue> queue_;
     Capabilities caps_;
     std::string name_, bus_id_;
     int device_ = -1;
     Ternary p2p_ = Ternary::Try;
-    std::vector<Stream> streams_;
-    unsigned rr_ = 0;
-    bool use_flags_ = false;
-    void *flags_host_ = nullptr;
     struct Handler {
         AmHandler fn = nullptr;
         void *arg = nullptr;
@@ -173,8 +153,4 @@ class CudaIpcIface final : public Interface {
     std::vector<CudaIpcEp *> eps_;
 };
 
-// Enables peer access from `from`'s context to `to`'s memory, once per pair and process.
-gdx_status_t enable_peer_access(int from, int to, std::string *why);
-
 } // namespace gdx::tp::cuda_ipc
-#endif

@@ -22,6 +22,7 @@
 #pragma once
 
 #include "gdx/status.h"
+#include "memtype/memory_ops.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -33,8 +34,18 @@ namespace gdx::tp::cuda_ipc {
 enum class ExportKind : uint8_t { None = 0, Legacy = 1, Vmm = 2, Pool = 3 };
 const char *export_kind_name(ExportKind k);
 
+// The GPU exports are the memory ops table's IPC kinds (memory_ops.h), with the same values.
+inline mem::IpcKind ipc_kind(ExportKind k) {
+    static_assert(static_cast<int>(ExportKind::Legacy) == static_cast<int>(mem::IpcKind::Legacy) &&
+                  static_cast<int>(ExportKind::Vmm) == static_cast<int>(mem::IpcKind::Vmm) &&
+                  static_cast<int>(ExportKind::Pool) == static_cast<int>(mem::IpcKind::Pool));
+    return k == ExportKind::Legacy || k == ExportKind::Vmm || k == ExportKind::Pool ? static_cast<mem::IpcKind>(k)
+                                                                                     : mem::IpcKind::None;
+}
+inline ExportKind export_kind(mem::IpcKind k) { return static_cast<ExportKind>(k); }
+
 inline constexpr size_t kKeySize = 160;
-inline constexpr size_t kHandleSize = 64;
+inline constexpr size_t kHandleSize = mem::kIpcHandleSize;
 
 struct PackedKey {
     ExportKind kind = ExportKind::None;
