@@ -47,8 +47,10 @@ gdx_status_t CudaIpcIface::create(const Config &cfg, int device, std::unique_ptr
     if ((st = gpu().copy_queue(device, qo, &ifc->queue_)) != GDX_OK)
         return GDX_FAIL(st, kComp, "GPU %d: its copy streams: %s", device, last_error().c_str());
     Capabilities &c = ifc->caps_;
+    // kCapPeerMap: the staging engine's pools are shared segments a peer maps (IpcMd::alloc_shared), so where there
+    // is no peer-to-peer path (GDX_P2P=no, or it cannot be enabled) staged fragments still cross with no CPU copy.
     c.flags = kCapPut | kCapGet | kCapAmShort | kCapAmBcopy | kCapAmZcopy | kCapFlush | kCapFence | kCapWakeup |
-              kCapIntraNode | kCapErrHandling;
+              kCapIntraNode | kCapErrHandling | kCapPeerMap;
     c.direct_types = type_bit(mem::MemType::CudaDevice) | type_bit(mem::MemType::CudaVmm) |
                      type_bit(mem::MemType::CudaPool);
     c.max_put = c.max_get = size_t{1} << 40;

@@ -14,8 +14,9 @@ class CudaIpcIface;
 
 inline constexpr uint8_t kRecAm = shm::kRecOwnerFirst;         // id = AM id; body = header + payload
 inline constexpr uint8_t kRecRevoke = shm::kRecOwnerFirst + 1; // RevokeBody: a registration was deregistered
-inline constexpr uint16_t kCtrlFdReq = shm::kCtrlOwnerFirst;     // FdReq: importer asks for a descriptor
-inline constexpr uint16_t kCtrlFdRep = shm::kCtrlOwnerFirst + 1; // FdRep (+ the fd when status is GDX_OK)
+// After the peer-map service's (shm/peer_map.h: MAP_REQ, MAP_GRANT for shared segments).
+inline constexpr uint16_t kCtrlFdReq = shm::kCtrlAfterPeerMap;     // FdReq: importer asks for a descriptor
+inline constexpr uint16_t kCtrlFdRep = shm::kCtrlAfterPeerMap + 1; // FdRep (+ the fd when status is GDX_OK)
 struct FdReq {
     uint64_t token, buffer_id;
 };
@@ -50,6 +51,10 @@ class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
     gdx_status_t flush(Completion *comp) override;
     gdx_status_t fence() override;
     gdx_status_t pending_add(PendingRequest *req) override;
+    // kCapPeerMap: the peer's shared segment a Shared key opens, mapped here (shm/peer_map.h does the work).
+    gdx_status_t map_remote(const RemoteKey &rkey, uint8_t **local) override;
+    // Connected with a peer-to-peer path to the peer's GPU (or to our own GPU): GPU memory is reached directly.
+    bool direct_possible() const override { return p2p_ok_; }
 
     unsigned progress();
     bool has_work() const;
@@ -75,7 +80,11 @@ class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
         std::vector<uint8_t> bytes;
         uint64_t after_seq;
     };
-    gdx_status_t rma(bool put, uint8_t *local, size_t len, uint64_t raddr, const RemoteKey &rkey, Completion *comp);
+    gdx_status_t rma(bool put, uint8_t *local, size_t len, uint64_t raddr, const RemoteKey &rkey, const MemHandle *lmemh,
+                     Completion *comp);
+    // put/get on a peer's shared segment: a CPU copy through the mapping (no GPU and no peer-to-peer path involved).
+    gdx_status_t shared_rma(bool put, uint8_t *local, size_t len, uint64_t raddr, const PackedKey &k,
+                            const MemHandle *lmemh);
     gdx_status_t resolve(const PackedKey &k, uint64_t raddr, size_t len, uint8_t **remote, Mapping **map);
     gdx_status_t ready_for_op();
     void complete_op(Op &op, gdx_status_t st);
@@ -99,6 +108,7 @@ class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
     size_t deferred_bytes_ = 0;
     std::deque<RevokeBody> revokes_;
     PendingQueue pending_;
+    shm::PeerMapper peer_map_; // map_remote, and the answers to the peer's MAP_REQ for our shared segments
 };
 
 class CudaIpcIface final : public Interface {
@@ -124,6 +134,7 @@ class CudaIpcIface final : public Interface {
     void forget(CudaIpcEp *ep);
 
     shm::Hub &hub() { return *hub_; }
+    const IpcMd &ipc_md() const { return *md_; }
     ImportCache &cache() { return *cache_; }
     ExportState &exports() { return *exports_; }
     int device() const { return device_; }

@@ -3,7 +3,6 @@
 #include "transport/cuda_ipc/ipc_iface.h"
 
 #include "core/error.h"
-#include "transport/rkey_table.h"
 #include "transport/reg_check.h"
 
 #include <cstring>
@@ -37,6 +36,9 @@ ExportState::~ExportState() {
 }
 
 IpcMemHandle::~IpcMemHandle() {
+    // A shared segment's key opens nothing from here on; peers that mapped the segment keep their mapping (they
+    // hold bounce slots the owner lent them, not user memory), as over shm.
+    if (shared_keys_) shared_keys_->revoke(key_.token);
     if (!exported_) return;
     std::lock_guard<std::mutex> g(state_->mutex);
     auto t = state_->by_token.find(key_.token);
@@ -78,6 +80,25 @@ gdx_status_t IpcMd::export_allocation(const mem::MemInfo &info, PackedKey *key, 
     return GDX_OK;
 }
 
+gdx_status_t IpcMd::reg_shared(IpcMemHandle &h, unsigned access) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(h.addr());
+    ChunkReg c{0, h.length(), Reach::Host, "shared segment: the CPU and copy engines reach it, peers map it"};
+    h.chunks_.push_back(c);
+    unsigned remote = access & (kAccessRemoteRead | kAccessRemoteWrite);
+    if (remote == 0) return GDX_OK;
+    PackedKey &k = h.key_;
+    if (gdx_status_t st = shared_keys_->add(a, h.length(), remote, &k.token); st != GDX_OK) return st;
+    h.shared_keys_ = shared_keys_;
+    k.kind = ExportKind::Shared;
+    k.access = remote;
+    k.exporter_nonce = nonce_;
+    k.exporter_pid = static_cast<uint32_t>(getpid());
+    k.exporter_device = device_;
+    k.alloc_base = k.reg_base = a;
+    k.alloc_size = k.reg_len = h.length();
+    return GDX_OK;
+}
+
 gdx_status_t IpcMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
                             std::unique_ptr<MemHandle> *out) {
     uintptr_t a = reinterpret_cast<uintptr_t>(addr);
@@ -88,6 +109,12 @@ gdx_status_t IpcMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, un
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg: access bits 0x%x", access);
     if (gdx_status_t st = check_reg_access(addr, len, info, access, kComp); st != GDX_OK) return st;
     auto h = std::make_unique<IpcMemHandle>(addr, len, info, access, state_);
+    if (shared_.find(a, len) != nullptr) { // one of our shared segments (from its first byte): before GDX_P2P, which
+                                           // concerns GPU memory only
+        if (gdx_status_t st = reg_shared(*h, access); st != GDX_OK) return st;
+        *out = std::move(h);
+        return GDX_OK;
+    }
     // The part inside the allocation memtype found; anything past its end is a second, unreachable chunk.
     size_t inside = len;
     if (info.size != 0 && a >= info.base && a - info.base < info.size) inside = std::min(len, info.size - (a - info.base));
