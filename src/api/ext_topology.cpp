@@ -9,7 +9,7 @@
 #include "gdx/gdx_ext.h"
 #include "memtype/memory_ops.h"
 #include "transport/rc/device.h"
-#include "transport/topo/topology.h"
+#include "topo/topology.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "transport/topo/topology.h"
+#include "topo/topology.h"
 
 #include "core/error.h"
 #include "core/log.h"
@@ -135,9 +135,12 @@ gdx_status_t Topology::discover(std::unique_ptr<Topology> *out) {
 }
 
 gdx_status_t Topology::shared(const Config &cfg, std::shared_ptr<const Topology> *out) {
+    return shared(cfg.str(ConfigId::TOPO_FILE), out);
+}
+
+gdx_status_t Topology::shared(const std::string &file, std::shared_ptr<const Topology> *out) {
     static std::mutex mu;
     static std::map<std::string, std::shared_ptr<const Topology>> cache; // by file ("" = this machine)
-    const std::string &file = cfg.str(ConfigId::TOPO_FILE);
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(file);
     if (it != cache.end()) {
