@@ -18,6 +18,10 @@ const char *const kGpuKinds[] = {"cuda", "managed", "vmm"};
 
 std::string skip_reason() { return mem::test::gpu_skip_reason(); }
 
+std::string pair_name(const ::testing::TestParamInfo<std::tuple<const char *, const char *>> &i) {
+    return std::string(std::get<0>(i.param)) + "_" + std::get<1>(i.param);
+}
+
 // ---- one process, loop transport ---------------------------------------------------------------------------------
 
 class StagingGpuLoop : public LoopPairTest,
@@ -88,7 +92,7 @@ TEST_P(StagingGpuLoop, ByteExactFromOneByteTo64MiB) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, StagingGpuLoop, ::testing::Combine(::testing::ValuesIn(kGpuKinds),
                                                                    ::testing::ValuesIn(kGpuKinds)),
-                         [](const auto &i) { return std::string(std::get<0>(i.param)) + "_" + std::get<1>(i.param); });
+                         pair_name);
 
 class StagingGpuFaults : public StagingGpuLoop {};
 
@@ -133,6 +137,23 @@ class StagingGpuTwoProcess : public ::testing::TestWithParam<std::tuple<const ch
         o.config = cfg;
         return run_two_process(o, peer, both);
     }
+    // The intra-node staged matrix for one pair of kinds over `tls` alone (`both`: settings of both processes):
+    // 1 B to 64 MiB + 5 byte-exact, nothing direct (neither shm nor cuda_ipc without P2P reaches GPU memory), and
+    // every put above the single-message threshold copied straight into the peer's mapped slot.
+    static void staged_matrix(const std::string &mine, const std::string &peer, const char *tls,
+                              const std::vector<std::pair<std::string, std::string>> &both) {
+        for (size_t size : {size_t(1), size_t(8191), (size_t(1) << 20) + 13, (size_t(64) << 20) + 5}) {
+            SCOPED_TRACE(size);
+            TwoProcessRun r = go(mine, peer, size, tls, {}, both);
+            expect_exact(r);
+            EXPECT_EQ(r.rank0.transports, tls);
+            EXPECT_EQ(r.rank0.bytes_direct, 0u) << r.rank0.put_path;
+            if (size > 8192) { // smaller ones take the single-message path (no bounce slot)
+                EXPECT_NE(r.rank0.put_path.find("peer-mapped"), std::string::npos) << r.rank0.put_path;
+                EXPECT_NE(r.rank0.get_path.find("staged"), std::string::npos) << r.rank0.get_path;
+            }
+        }
+    }
     static void expect_exact(const TwoProcessRun &r) {
         EXPECT_EQ(r.setup_error, "");
         EXPECT_EQ(r.rank0.error, "");
@@ -155,7 +176,7 @@ TEST_P(StagingGpuTwoProcess, OverTcpByteExact) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, StagingGpuTwoProcess,
                          ::testing::Combine(::testing::ValuesIn(kGpuKinds), ::testing::ValuesIn(kGpuKinds)),
-                         [](const auto &i) { return std::string(std::get<0>(i.param)) + "_" + std::get<1>(i.param); });
+                         pair_name);
 
 TEST_F(StagingGpuTwoProcess, OneGiBOverTcp) {
     TwoProcessRun r = go("cuda", "cuda", size_t(1) << 30, "tcp");
@@ -194,21 +215,13 @@ class StagingGpuShmMatrix : public StagingGpuTwoProcess {};
 TEST_P(StagingGpuShmMatrix, ByteExact) {
     if (tp::find_component("shm") == nullptr) GTEST_SKIP() << "no shm transport in this build";
     auto [mine, peer] = GetParam();
-    for (size_t size : {size_t(1), size_t(8191), (size_t(1) << 20) + 13, (size_t(64) << 20) + 5}) {
-        SCOPED_TRACE(size);
-        TwoProcessRun r = go(mine, peer, size, "shm");
-        expect_exact(r);
-        EXPECT_EQ(r.rank0.transports, "shm");
-        if (size > 8192) {
-            EXPECT_NE(r.rank0.put_path.find("peer-mapped"), std::string::npos) << r.rank0.put_path;
-        }
-    }
+    staged_matrix(mine, peer, "shm", {});
 }
 
 const char *const kStagedKinds[] = {"cuda", "managed", "vmm", "pool"};
 INSTANTIATE_TEST_SUITE_P(Kinds, StagingGpuShmMatrix,
                          ::testing::Combine(::testing::ValuesIn(kStagedKinds), ::testing::ValuesIn(kStagedKinds)),
-                         [](const auto &i) { return std::string(std::get<0>(i.param)) + "_" + std::get<1>(i.param); });
+                         pair_name);
 
 TEST_F(StagingGpuTwoProcess, ShmOneGiBAndMixedAndFaults) {
     if (tp::find_component("shm") == nullptr) GTEST_SKIP() << "no shm transport in this build";
@@ -235,22 +248,12 @@ class StagingGpuIpcP2pOffMatrix : public StagingGpuTwoProcess {};
 TEST_P(StagingGpuIpcP2pOffMatrix, ByteExactPeerMapped) {
     if (tp::find_component("cuda_ipc") == nullptr) GTEST_SKIP() << "no cuda_ipc transport in this build";
     auto [mine, peer] = GetParam();
-    for (size_t size : {size_t(1), size_t(8191), (size_t(1) << 20) + 13, (size_t(64) << 20) + 5}) {
-        SCOPED_TRACE(size);
-        TwoProcessRun r = go(mine, peer, size, "cuda_ipc", {}, {{"GDX_P2P", "no"}});
-        expect_exact(r);
-        EXPECT_EQ(r.rank0.transports, "cuda_ipc");
-        EXPECT_EQ(r.rank0.bytes_direct, 0u) << "GDX_P2P=no: nothing moves directly: " << r.rank0.put_path;
-        if (size > 8192) { // smaller ones take the single-message path (no bounce slot)
-            EXPECT_NE(r.rank0.put_path.find("peer-mapped"), std::string::npos) << r.rank0.put_path;
-            EXPECT_NE(r.rank0.get_path.find("staged"), std::string::npos) << r.rank0.get_path;
-        }
-    }
+    staged_matrix(mine, peer, "cuda_ipc", {{"GDX_P2P", "no"}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, StagingGpuIpcP2pOffMatrix,
                          ::testing::Combine(::testing::ValuesIn(kStagedKinds), ::testing::ValuesIn(kStagedKinds)),
-                         [](const auto &i) { return std::string(std::get<0>(i.param)) + "_" + std::get<1>(i.param); });
+                         pair_name);
 
 // One message, two paths over cuda_ipc: P2P on (one GPU: device-local copies), every third fragment denied the
 // direct path, so it is staged through the peer's mapped pool; then scarce slots and failing copies, as over shm.
