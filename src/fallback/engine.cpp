@@ -7,6 +7,7 @@
 #include "fallback/staging_target.h"
 #include "memtype/access_probe.h"
 #include "memtype/memtype.h"
+#include "topo/config_vars.h"
 #include "transport/config_vars.h"
 
 #include <algorithm>
@@ -28,6 +29,7 @@ gdx_status_t Params::from_config(const Config &cfg, Params *out) {
     p.pool_slots = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(StagingVar::STAGING_POOL), 1u << 20));
     p.small_thresh = cfg.size(StagingVar::STAGING_THRESH);
     p.peer_timeout_ns = cfg.duration(tp::TransportVar::PEER_TIMEOUT).count(); // inf: INT64_MAX, the clock never fires
+    p.topo_file = cfg.str(topo::TopoVar::TOPO_FILE);
     p.fault.p2p_every = cfg.uint(StagingVar::FAULT_P2P_EVERY);
     p.fault.p2p_percent = cfg.uint(StagingVar::FAULT_P2P_PERCENT);
     p.fault.copy_every = cfg.uint(StagingVar::FAULT_COPY_EVERY);
@@ -64,6 +66,7 @@ gdx_status_t EngineCore::pool(mem::MemKind kind, int device, BouncePool **out) {
         layout.responder_slots = fault.cap_slots(std::max(1u, n / 4));
         layout.initiator_slots = fault.cap_slots(std::max(1u, n - n / 2 - n / 4));
         std::unique_ptr<BouncePool> p;
+        layout.topo_file = params.topo_file;
         if (gdx_status_t st = BouncePool::create(iface.md(), kind, kind == mem::MemKind::Host ? -1 : std::max(device, 0),
                                                  id, layout, &p);
             st != GDX_OK)

@@ -89,6 +89,10 @@ void StagingPipeline::decide(Op &op) {
         remote_ok = false; // the peer stages out and puts to us instead
         reasons |= kStageNoTransportOp;
     }
+    if ((local_ok || remote_ok) && !op.peer->ep().direct_possible()) {
+        local_ok = remote_ok = false; // no direct path to this peer (cuda_ipc without P2P): both sides stage
+        reasons |= kStageNoTransportOp;
+    }
     if (core_.fault.deny_direct()) {
         local_ok = remote_ok = false;
         reasons |= kStageFaultInjected;

@@ -218,6 +218,7 @@ class LoopEp final : public tp::Endpoint {
         return GDX_INPROGRESS;
     }
     gdx_status_t fence() override { return state() == GDX_OK ? GDX_OK : state(); } // one FIFO: always ordered
+    bool direct_possible() const override { return !iface_.opt().no_direct; }
     gdx_status_t pending_add(tp::PendingRequest *) override { return GDX_ERR_BUSY; }
 
     LoopIface &iface_;

@@ -30,6 +30,9 @@ struct LoopOptions {
     size_t max_am_bcopy = 8192;
     unsigned max_inflight = 0; // per endpoint: posted but not yet performed by the peer (0: no limit)
     bool no_get = false;       // advertise no kCapGet
+    // Endpoint::direct_possible() false, as cuda_ipc without a peer-to-peer path says (its puts/gets of GPU memory
+    // would fail): the tests check that the engine then stages every fragment on both sides.
+    bool no_direct = false;
 };
 
 class LoopFabric;

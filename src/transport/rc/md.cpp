@@ -2,8 +2,6 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "memtype/cuda_driver.h"
-#include "transport/rc/config_vars.h"
 #include "transport/reg_check.h"
 
 #include <cerrno>
@@ -195,12 +193,12 @@ RcMemoryDomain::~RcMemoryDomain() {
 std::string RcMemoryDomain::gpu_bus_id(int device) {
     if (!gpu_bus_known_) {
         gpu_bus_known_ = true;
-#if GDX_HAVE_CUDA_H
-        for (const cuda::DeviceInfo &d : cuda::list_devices()) {
+        std::vector<mem::DeviceInfo> gpus;
+        mem::ops(mem::MemKind::Cuda).devices(&gpus);
+        for (const mem::DeviceInfo &d : gpus) {
             if (d.ordinal >= static_cast<int>(gpu_bus_.size())) gpu_bus_.resize(d.ordinal + 1);
             gpu_bus_[d.ordinal] = topo::normalize_bus_id(d.pci_bus_id);
         }
-#endif
     }
     return device >= 0 && device < static_cast<int>(gpu_bus_.size()) ? gpu_bus_[device] : "";
 }

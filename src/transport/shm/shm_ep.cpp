@@ -34,7 +34,7 @@ template <class T> bool body_of(const RecHdr &h, const uint8_t *rec, T *out) {
 }
 } // namespace
 
-ShmEp::ShmEp(ShmIface *iface) : iface_(iface), ch_(&iface->hub(), this, 0) {
+ShmEp::ShmEp(ShmIface *iface) : iface_(iface), ch_(&iface->hub(), this, 0), peer_map_(&ch_, kComp) {
     ops_.resize(kMaxOps);
     free_ops_.reserve(kMaxOps);
     for (uint32_t i = kMaxOps; i-- > 0;) free_ops_.push_back(i);
@@ -517,10 +517,24 @@ bool ShmEp::on_record(const RecHdr &h, const uint8_t *rec) {
 }
 
 void ShmEp::on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *fds, size_t nfds) {
-    if (type == kCtrlMapGrant) return on_map_grant(body, len, fds, nfds);
+    ShmMd &md = iface_->shm_md();
+    if (peer_map_.on_ctrl(type, body, len, fds, nfds, md.table(), md.shared())) return;
     for (size_t i = 0; i < nfds; ++i) close(fds[i]);
-    if (type == kCtrlMapReq) return on_map_req(body, len);
     protocol_error("unexpected control message");
+}
+
+// map_remote (kCapPeerMap): the peer-map service of the channel layer (peer_map.h) does the work; shm keys are
+// ids in the owner's RkeyTable.
+gdx_status_t ShmEp::map_remote(const RemoteKey &rkey, uint8_t **local) {
+    if (local == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "map_remote: null output");
+    if (gdx_status_t st = ch_.status(); st != GDX_OK) return st;
+    const auto *key = dynamic_cast<const ShmRemoteKey *>(&rkey);
+    constexpr unsigned kRW = kAccessRemoteRead | kAccessRemoteWrite;
+    if (key == nullptr || key->key_id() == 0 || (key->access() & kRW) != kRW) return GDX_ERR_UNSUPPORTED;
+    const size_t before = peer_map_.pending();
+    gdx_status_t st = peer_map_.map(key->key_id(), key->base(), key->length(), local);
+    if (peer_map_.pending() > before && active_ + before == 0) busy_since_ns_ = Hub::now_ns();
+    return st;
 }
 
 void ShmEp::on_failed(gdx_status_t status) {
@@ -533,7 +547,7 @@ void ShmEp::on_failed(gdx_status_t status) {
     for (auto &f : flushes_)
         if (f.second) f.second->complete(status);
     flushes_.clear();
-    fail_peer_maps(status);
+    peer_map_.fail(status);
     pending_.fail_all(); // they see the error from the operation they retry
 }
 
@@ -551,13 +565,13 @@ unsigned ShmEp::progress() {
         ++n;
     }
     n += pending_.dispatch([this] { return resources_free(); });
-    if (active_ + maps_pending_ > 0) {
+    if (active_ + peer_map_.pending() > 0) {
         int64_t now = Hub::now_ns();
         int64_t quiet = now - std::max(ch_.last_rx_ns(), busy_since_ns_);
         if (quiet > iface_->tun().peer_timeout_ns) {
             ch_.fail(GDX_FAIL(GDX_ERR_TIMEOUT, kComp,
                               "pid %d silent for GDX_PEER_TIMEOUT with %zu operation(s) outstanding: declared dead",
-                              static_cast<int>(ch_.peer_pid()), active_ + maps_pending_),
+                              static_cast<int>(ch_.peer_pid()), active_ + peer_map_.pending()),
                      "peer timeout");
         }
     }

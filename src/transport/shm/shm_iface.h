@@ -7,6 +7,7 @@
 #include "transport/pending_queue.h"
 #include "transport/rkey_table.h"
 #include "transport/shm/hub.h"
+#include "transport/shm/peer_map.h"
 #include "transport/shm/shm_proto.h"
 #include "transport/transport.h"
 
@@ -67,16 +68,15 @@ class ShmMd final : public MemoryDomain {
     RkeyTable &table() { return *table_; }
     GrantQuiescer &quiescer() { return *quiescer_; }
 
-    // Shared segments (memfd, 0600, size-sealed) a peer may map once it holds a key to all of one (shm_peer_map.cpp).
-    gdx_status_t alloc_shared(size_t len, void **out) override;
-    void free_shared(void *p) override;
-    // The segment that starts at `base` and holds `len` bytes, or nullptr.
-    const Segment *shared_segment(uintptr_t base, size_t len) const;
+    // Shared segments (memfd, 0600, size-sealed) a peer may map once it holds a key to all of one (peer_map.h).
+    gdx_status_t alloc_shared(size_t len, void **out) override { return shared_.alloc(len, out); }
+    void free_shared(void *p) override { shared_.free(p); }
+    const SharedSegments &shared() const { return shared_; }
 
   private:
     std::shared_ptr<RkeyTable> table_;
     std::shared_ptr<GrantQuiescer> quiescer_;
-    std::map<uintptr_t, std::unique_ptr<Segment>> shared_; // by base address
+    SharedSegments shared_{"shm"};
 };
 
 // ---- the CMA grant mailboxes (in each segment's extra area; the peer writes both) -----------------------
@@ -180,10 +180,6 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     void log_refusal(gdx_status_t st, std::string_view cause, const char *fmt, ...) const
         __attribute__((format(printf, 4, 5)));
     void failed_at_peer(const Op &op, gdx_status_t st);
-    // map_remote's two halves (shm_peer_map.cpp): the owner answers a request, the requester maps the answer.
-    void on_map_req(const uint8_t *body, size_t len);
-    void on_map_grant(const uint8_t *body, size_t len, const int *fds, size_t nfds);
-    void fail_peer_maps(gdx_status_t status);
 
     ShmIface *iface_;
     Channel ch_;
@@ -201,13 +197,7 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     PendingQueue pending_;
     uint64_t grant_seq_ = 0, serviced_grant_ = 0, grant_key_ = 0;
     int64_t busy_since_ns_ = 0; // when the outstanding count last rose from 0 (peer-timeout reference)
-    struct PeerMap {                 // the peer's shared memory mapped here, by the peer's key id
-        gdx_status_t status = GDX_INPROGRESS;
-        Segment seg;
-        uint64_t remote_base = 0;    // the peer's address of seg's first byte
-    };
-    std::unordered_map<uint64_t, PeerMap> peer_maps_;
-    size_t maps_pending_ = 0;        // asked, not answered: outstanding work for the silence clock
+    PeerMapper peer_map_; // map_remote, and answers to the peer's (its pending requests count for the clock)
 };
 
 // ---- interface ------------------------------------------------------------------------------------------

@@ -4,10 +4,6 @@
 #include "core/log.h"
 #include "transport/uct/bridge_internal.h"
 
-#if GDX_HAVE_CUDA_H
-#include "memtype/cuda_driver.h"
-#endif
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -122,16 +118,8 @@ extern "C" gdx_status_t gdx_uct_mem_detect(gdx_uct_md_t *md, const void *addr, s
     }
     out->base = reinterpret_cast<void *>(info.base);
     out->length = info.size;
-#if GDX_HAVE_CUDA_H
-    if (out->type != GDX_UCT_MEM_HOST && info.device >= 0) {
-        for (const cuda::DeviceInfo &dev : cuda::list_devices()) {
-            if (dev.ordinal == info.device) {
-                std::snprintf(out->bus_id, sizeof(out->bus_id), "%s", dev.pci_bus_id.c_str());
-                break;
-            }
-        }
-    }
-#endif
+    if (out->type != GDX_UCT_MEM_HOST && info.device >= 0)
+        std::snprintf(out->bus_id, sizeof(out->bus_id), "%s", mem::device_bus_id(mem::MemKind::Cuda, info.device).c_str());
     return GDX_OK;
 }
 

@@ -1,10 +1,12 @@
-// PCIe topology between GPUs and RDMA devices, and the GPUDirect decision it gates.
+// The machine's topology (src/topo/README.md): PCIe paths between GPUs and RDMA devices, the GPUDirect decision
+// they gate, and the NUMA nodes nearest a device (where the staging engine places its bounce pools).
 //
 // A separate concern from any transport: it answers "how far apart are these two PCI devices" (NCCL's path
-// classes), "which NIC is nearest to this GPU" and "may the NIC reach this GPU's memory directly". The rc
-// transport asks it before trying any GPU registration rung; gdx_info -t prints its answers. It reads
-// hwloc (this machine's, or an hwloc XML named by GDX_TOPO_FILE so tests and what-if runs use real machines'
-// topologies) and sysfs; it never touches verbs or CUDA itself: callers hand it bus ids and NIC capabilities.
+// classes), "which NIC is nearest to this GPU", "may the NIC reach this GPU's memory directly" and "which NUMA
+// node is nearest this device". The rc transport asks it before trying any GPU registration rung, the staging
+// engine when it places a pool; gdx_info -t prints its answers. It is gdx's one hwloc user: this machine's
+// topology, or an hwloc XML named by GDX_TOPO_FILE so tests and what-if runs use real machines' topologies; and
+// sysfs. It never touches verbs or CUDA itself: callers hand it bus ids and NIC capabilities.
 #pragma once
 
 #include "core/config.h"
@@ -53,6 +55,8 @@ class Topology {
     // GDX_TOPO_FILE when set, else this machine; built once per process per source and shared (hwloc
     // discovery costs tens of milliseconds).
     static gdx_status_t shared(const Config &cfg, std::shared_ptr<const Topology> *out);
+    // The same for an explicit source: the hwloc XML at `file`, or this machine when it is "".
+    static gdx_status_t shared(const std::string &file, std::shared_ptr<const Topology> *out);
 
     bool from_file() const { return !file_.empty(); }
     const std::string &file() const { return file_; }
@@ -63,6 +67,32 @@ class Topology {
 
     // Path class between the PCI devices with these bus ids. *why (optional) says why it is Unknown.
     PathClass path(std::string_view bus_a, std::string_view bus_b, std::string *why = nullptr) const;
+
+    // ---- NUMA (numa.cpp) ----
+    int numa_nodes() const;
+    // The NUMA nodes nearest the PCI device `bus_id` (its nearest non-I/O ancestor's nodes), in hwloc's list
+    // syntax ("1", "0-1"); "" with *why when the device is not in the topology.
+    std::string nodes_near(std::string_view bus_id, std::string *why) const;
+    // Binds [p, p+len) to `nodes` (a nodes_near list) before anything touches it. False when hwloc or the kernel
+    // refuse, and always for a topology from a file (it is not this machine's).
+    bool bind_area(void *p, size_t len, const std::string &nodes) const;
+    // While alive, the calling thread's memory policy is bound to `nodes` (restored on destruction), so that an
+    // allocator faulting its pages in on this thread (cuMemHostAlloc) puts them there. Never active for a topology
+    // from a file.
+    class ThreadMembind {
+      public:
+        ThreadMembind(const Topology &t, const std::string &nodes);
+        ~ThreadMembind();
+        ThreadMembind(const ThreadMembind &) = delete;
+        ThreadMembind &operator=(const ThreadMembind &) = delete;
+        bool active() const { return active_; }
+
+      private:
+        const Topology &t_;
+        void *old_ = nullptr; // hwloc_bitmap_t: the policy's nodes before
+        int old_policy_ = 0;  // hwloc_membind_policy_t
+        bool active_ = false;
+    };
 
   private:
     Topology() = default;

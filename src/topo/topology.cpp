@@ -1,8 +1,8 @@
-#include "transport/topo/topology.h"
+#include "topo/topology.h"
 
 #include "core/error.h"
 #include "core/log.h"
-#include "transport/topo/config_vars.h"
+#include "topo/config_vars.h"
 
 #include <hwloc.h>
 
@@ -136,9 +136,12 @@ gdx_status_t Topology::discover(std::unique_ptr<Topology> *out) {
 }
 
 gdx_status_t Topology::shared(const Config &cfg, std::shared_ptr<const Topology> *out) {
+    return shared(cfg.str(TopoVar::TOPO_FILE), out);
+}
+
+gdx_status_t Topology::shared(const std::string &file, std::shared_ptr<const Topology> *out) {
     static std::mutex mu;
     static std::map<std::string, std::shared_ptr<const Topology>> cache; // by file ("" = this machine)
-    const std::string &file = cfg.str(TopoVar::TOPO_FILE);
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(file);
     if (it != cache.end()) {
