@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/rc/config_vars.h"
 #include "transport/reg_check.h"
 
 #include <cerrno>
