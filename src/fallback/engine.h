@@ -1,5 +1,12 @@
-// gdx::fb::Engine — the per-fragment staging engine over one transport interface. Used by the C API (src/api/);
-// gdx_perftest and gdx_info reach it only through gdx.h and gdx_ext.h.
+// gdx::fb::Engine — the per-fragment staging engine over one transport interface. Used by the C API (src/api/),
+// which hands a multi-transport endpoint's lanes to fb::submit (lanes.h: the staging layer picks the lane, then
+// calls put/get/put_notify here); gdx_perftest and gdx_info reach it only through gdx.h and gdx_ext.h.
+//
+// A request's range and rights are checked once, where it enters (put/get/put_notify: RegionTable::check_request);
+// nothing downstream checks them again. The engine owns its services (Reporter, CopyService, PoolRegistry,
+// RegionTable, PeerTable) and its two sides (StagingPipeline: our requests; StagingTarget: serving peers), hands
+// each side the services its constructor names, routes control messages to them and drives them from progress()
+// (README.md: "Services", "The path of a staged put").
 //
 // A put or get is cut into fragments (GDX_FRAG_SIZE of the memory kind); each fragment independently goes
 //   direct:  the local registration (MemHandle::direct) and the peer's key both say the transport reaches the
