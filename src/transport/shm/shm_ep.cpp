@@ -124,7 +124,9 @@ gdx_status_t ShmEp::check_op(const char *what, size_t len, const RemoteKey &rkey
     *key = dynamic_cast<const ShmRemoteKey *>(&rkey);
     if (*key == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: remote key was not unpacked by the shm memory domain", what);
-    // Early refusal from the key's own claims (the target checks its table again, trusting none of this).
+    // Early refusal from the key's own claims (the target checks its table again, trusting none of this). Under
+    // gdx_put it repeats the staging layer's one check (fallback/region_table.h); it stays for the UCX module,
+    // which calls this transport directly.
     if ((rkey.access() & need) != need)
         return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp, "%s: remote key does not grant %s", what,
                         need == kAccessRemoteWrite ? "remote write" : "remote read");
