@@ -1,14 +1,17 @@
-/* UCP check of CUDA device buffers between two processes over gdx (run both under tools/gdx-run):
+/* UCP check of CUDA device buffers (or, with -m host, host buffers) between two processes over gdx (run both
+ * under tools/gdx-run):
  *
- *   server:  gdx-run ucp_gpu_check [-r] [-p PORT] [-d GPU] [-t SECONDS]
- *   client:  gdx-run ucp_gpu_check [-r] [-p PORT] [-d GPU] [-t SECONDS] SERVER_HOST
- *   probe:   ucp_gpu_check -c        (exit 0 when a GPU can be used, 77 with the reason when not)
+ *   server:  gdx-run ucp_gpu_check [-m cuda|host] [-S MAX] [-r] [-p PORT] [-d GPU] [-t SECONDS]
+ *   client:  gdx-run ucp_gpu_check [-m cuda|host] [-S MAX] [-r] [-p PORT] [-d GPU] [-t SECONDS] SERVER_HOST
+ *   probe:   ucp_gpu_check [-m ...] -c   (exit 0 when the memory can be used, 77 with the reason when not)
  *
- * For sizes 1 B .. 16 MiB: tag send/recv between device buffers (once with the memory type given to UCP, once
- * left to UCP's detection, i.e. gdx's memory domain); with -r also ucp_put_nbx and ucp_get_nbx between device
- * buffers (not by default: UCP 1.13's basic RMA protocol memcpy's from the source, which faults on CUDA memory).
- * Every transfer is compared byte for byte (device -> host copy) against a pattern that depends on size and
- * direction. Prints one line per check, "ucp_gpu_check: PASS" or "FAIL (n errors)".
+ * For sizes 1 B .. MAX (default 16 MiB; odd sizes, then MAX itself): tag send/recv between buffers of the kind (once
+ * with the memory type given to UCP, once left to UCP's detection, i.e. gdx's memory domain); with -r also
+ * ucp_put_nbx and ucp_get_nbx (not by default: UCP 1.13's basic RMA protocol memcpy's from the source, which
+ * faults on CUDA memory). Host memory is what the CPU tests send through the staging engine with the direct path
+ * denied by GDX_FAULT_P2P_EVERY (tests/uct/test_ucp_xfer.sh). Every transfer is compared byte for byte (for CUDA
+ * after a device -> host copy) against a pattern that depends on size and direction. Prints one line per check,
+ * "ucp_gpu_check: PASS" or "FAIL (n errors)".
  * Exit: 0 pass, 1 fail, 2 usage or setup error, 3 timeout, 77 skipped (no CUDA driver or no GPU).
  * The CUDA driver is opened at run time (dlopen libcuda.so.1): nothing links CUDA, so the binary builds and
  * skips cleanly on machines without one. */
@@ -31,7 +34,8 @@
 #define SKIP 77
 
 static ucp_worker_h g_worker;
-static int g_errors, g_checks, g_rma;
+static int g_errors, g_checks, g_rma, g_host;
+static size_t g_max = 16u << 20;
 
 static void on_alarm(int sig)
 {
@@ -47,7 +51,38 @@ static void on_alarm(int sig)
 #define CU(call) do { CUresult r_ = (call); if (r_ != 0) DIE(2, "%s failed: CUresult %d", #call, r_); } while (0)
 #define UCS(call) do { ucs_status_t s_ = (call); if (s_ != UCS_OK) DIE(2, "%s failed: %s", #call, ucs_status_string(s_)); } while (0)
 
-#define upload(d, h, len) CU(cuda_upload(d, h, len))
+/* Buffers of the kind under test: CUDA device memory, or (-m host) plain malloc'd memory. */
+static CUdeviceptr buf_alloc(size_t len)
+{
+    CUdeviceptr d;
+    void *p;
+    if (g_host) {
+        if ((p = malloc(len)) == NULL) {
+            DIE(2, "out of host memory for %zu bytes", len);
+        }
+        return (CUdeviceptr)(uintptr_t)p;
+    }
+    CU(cu.cuMemAlloc(&d, len));
+    return d;
+}
+
+static void buf_free(CUdeviceptr d)
+{
+    if (g_host) {
+        free((void*)(uintptr_t)d);
+    } else {
+        CU(cu.cuMemFree(d));
+    }
+}
+
+static void upload(CUdeviceptr d, const void *h, size_t len)
+{
+    if (g_host) {
+        memcpy((void*)(uintptr_t)d, h, len);
+    } else {
+        CU(cuda_upload(d, h, len));
+    }
+}
 
 static ucs_status_t wait_req(void *req)
 {
@@ -65,26 +100,37 @@ static ucs_status_t wait_req(void *req)
     return st;
 }
 
-static ucp_request_param_t param(int cuda)
+/* hint: tell UCP the memory type of the buffer (else UCP detects it through the MDs). */
+static ucp_request_param_t param(int hint)
 {
     ucp_request_param_t p;
     memset(&p, 0, sizeof(p));
-    if (cuda) {
+    if (hint) {
         p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-        p.memory_type  = UCS_MEMORY_TYPE_CUDA;
+        p.memory_type  = g_host ? UCS_MEMORY_TYPE_HOST : UCS_MEMORY_TYPE_CUDA;
     }
+    return p;
+}
+
+/* Host-side messages of the check itself (acknowledgements, the rkey): always host memory, told so. */
+static ucp_request_param_t host_param(void)
+{
+    ucp_request_param_t p;
+    memset(&p, 0, sizeof(p));
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    p.memory_type  = UCS_MEMORY_TYPE_HOST;
     return p;
 }
 
 static ucs_status_t send_host(ucp_ep_h ep, const void *buf, size_t len, ucp_tag_t tag)
 {
-    ucp_request_param_t p = param(0);
+    ucp_request_param_t p = host_param();
     return wait_req(ucp_tag_send_nbx(ep, buf, len, tag, &p));
 }
 
 static ucs_status_t recv_host(void *buf, size_t len, ucp_tag_t tag)
 {
-    ucp_request_param_t p = param(0);
+    ucp_request_param_t p = host_param();
     return wait_req(ucp_tag_recv_nbx(g_worker, buf, len, tag, (ucp_tag_t)-1, &p));
 }
 
@@ -99,18 +145,35 @@ static void report(const char *what, size_t len, ucs_status_t st, int same)
     fflush(stdout);
 }
 
-/* Compares `len` bytes of device memory with the pattern of seed. */
+/* Compares `len` bytes of the buffer with the pattern of seed. */
 static int device_equals(CUdeviceptr d, size_t len, uint64_t seed, uint8_t *h1, uint8_t *h2)
 {
-    CU(cu.cuMemcpyDtoH(h1, d, len));
+    if (g_host) {
+        memcpy(h1, (void*)(uintptr_t)d, len);
+    } else {
+        CU(cu.cuMemcpyDtoH(h1, d, len));
+    }
     pattern(h2, len, seed);
     return memcmp(h1, h2, len) == 0;
 }
 
+/* 1 B .. g_max: odd sizes (a fragment cut never lands on a boundary), then g_max itself. */
+static size_t sizes_upto(size_t *out)
+{
+    static const size_t odd[] = {1, 8, 4099, 65537, 1048577, 4194311, 16777259, 67108879, 268435399};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]) && odd[i] < g_max; ++i) {
+        out[n++] = odd[i];
+    }
+    out[n++] = g_max;
+    return n;
+}
+
 static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
 {
-    static const size_t sizes[] = {1, 8, 4096, 65536, 1u << 20, 16u << 20};
-    const size_t max = 16u << 20;
+    size_t sizes[16];
+    const size_t nsizes = sizes_upto(sizes);
+    const size_t max = g_max;
     uint8_t *h1 = malloc(max), *h2 = malloc(max);
     CUdeviceptr dsend, drecv;
     ucs_status_t st;
@@ -118,9 +181,9 @@ static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
     if (h1 == NULL || h2 == NULL) {
         DIE(2, "out of host memory");
     }
-    CU(cu.cuMemAlloc(&dsend, max));
-    CU(cu.cuMemAlloc(&drecv, max));
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+    dsend = buf_alloc(max);
+    drecv = buf_alloc(max);
+    for (size_t i = 0; i < nsizes; ++i) {
         size_t len = sizes[i];
         for (int hint = 1; hint >= 0; --hint) {
             const char *what = hint ? "tag (memory type given)" : "tag (memory type detected)";
@@ -149,9 +212,9 @@ static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
     if (!g_rma) {
         /* UCP 1.13's basic RMA protocol packs puts with memcpy from the source buffer (rma_basic.c): a CUDA
          * source faults. Run with -r once gdx offers RMA lanes UCP drives with zcopy for CUDA memory. */
-        printf("rma (ucp_put_nbx/ucp_get_nbx) on CUDA memory: not run (-r runs it)\n");
-        CU(cu.cuMemFree(dsend));
-        CU(cu.cuMemFree(drecv));
+        printf("rma (ucp_put_nbx/ucp_get_nbx) on %s memory: not run (-r runs it)\n", g_host ? "host" : "CUDA");
+        buf_free(dsend);
+        buf_free(drecv);
         free(h1);
         free(h2);
         return;
@@ -160,7 +223,7 @@ static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
     ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
                                              UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE,
                                .address = (void*)(uintptr_t)(server ? drecv : dsend), .length = max,
-                               .memory_type = UCS_MEMORY_TYPE_CUDA};
+                               .memory_type = g_host ? UCS_MEMORY_TYPE_HOST : UCS_MEMORY_TYPE_CUDA};
     ucp_mem_h memh;
     UCS(ucp_mem_map(ctx, &mp, &memh));
     if (server) {
@@ -172,7 +235,7 @@ static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
         UCS(send_host(ep, msg, sizeof(msg), 2));
         UCS(send_host(ep, rkey_buf, rkey_len, 3));
         ucp_rkey_buffer_release(rkey_buf);
-        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        for (size_t i = 0; i < nsizes; ++i) {
             size_t len = sizes[i];
             int done = 0, same;
             pattern(h1, max, 0); /* poison, then wait for the client's put */
@@ -196,7 +259,7 @@ static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
         }
         UCS(recv_host(rkey_buf, msg[1], 3));
         UCS(ucp_ep_rkey_unpack(ep, rkey_buf, &rkey));
-        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        for (size_t i = 0; i < nsizes; ++i) {
             size_t len = sizes[i];
             ucp_request_param_t p = param(1);
             int go = 0, ok = 0;
@@ -222,8 +285,8 @@ static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
         ucp_rkey_destroy(rkey);
     }
     UCS(ucp_mem_unmap(ctx, memh));
-    CU(cu.cuMemFree(dsend));
-    CU(cu.cuMemFree(drecv));
+    buf_free(dsend);
+    buf_free(drecv);
     free(h1);
     free(h2);
 }
@@ -280,25 +343,42 @@ int main(int argc, char **argv)
     const char *peer_host;
     char why[256];
 
-    while ((opt = getopt(argc, argv, "p:d:t:cr")) != -1) {
+    while ((opt = getopt(argc, argv, "p:d:t:m:S:cr")) != -1) {
         switch (opt) {
         case 'c': probe = 1; break;
         case 'r': g_rma = 1; break;
+        case 'm':
+            if (strcmp(optarg, "host") != 0 && strcmp(optarg, "cuda") != 0) {
+                DIE(2, "-m takes host or cuda, not '%s'", optarg);
+            }
+            g_host = strcmp(optarg, "host") == 0;
+            break;
+        case 'S':
+            g_max = strtoull(optarg, NULL, 0);
+            if (g_max == 0 || g_max > (1ull << 31)) {
+                DIE(2, "-S takes a size of 1 .. 2 GiB in bytes, not '%s'", optarg);
+            }
+            break;
         case 'p': port = atoi(optarg); break;
         case 'd': gpu = atoi(optarg); break;
         case 't': timeout = atoi(optarg); break;
-        default: DIE(2, "usage: ucp_gpu_check [-c] [-r] [-p port] [-d gpu] [-t seconds] [server_host]");
+        default: DIE(2, "usage: ucp_gpu_check [-c] [-r] [-m cuda|host] [-S max] [-p port] [-d gpu] [-t seconds] "
+                        "[server_host]");
         }
     }
     peer_host = (optind < argc) ? argv[optind] : NULL;
     signal(SIGALRM, on_alarm);
     alarm((unsigned)timeout);
-    if (!cuda_open(gpu, why, sizeof(why))) {
+    if (!g_host && !cuda_open(gpu, why, sizeof(why))) {
         printf("ucp_gpu_check: SKIP: %s\n", why);
         return SKIP;
     }
     if (probe) {
-        printf("ucp_gpu_check: GPU %d usable\n", gpu);
+        if (g_host) {
+            printf("ucp_gpu_check: host memory\n");
+        } else {
+            printf("ucp_gpu_check: GPU %d usable\n", gpu);
+        }
         return 0;
     }
 
