@@ -15,24 +15,20 @@
  * Exit: 0 pass, 1 fail, 2 usage or setup error, 3 timeout, 77 skipped (no CUDA driver or no GPU).
  * The CUDA driver is opened at run time (dlopen libcuda.so.1): nothing links CUDA, so the binary builds and
  * skips cleanly on machines without one. */
+#define PROG "ucp_gpu_check"
 #include "gpu_check.h"
+#include "ucp_pair.h"
 
-#include <ucp/api/ucp.h>
-
-#include <arpa/inet.h>
-#include <dlfcn.h>
-#include <errno.h>
-#include <netdb.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define SKIP 77
 
+static ucp_pair_t g_pair;
 static ucp_worker_h g_worker;
 static int g_errors, g_checks, g_rma, g_host;
 static size_t g_max = 16u << 20;
@@ -47,9 +43,7 @@ static void on_alarm(int sig)
     _exit(3);
 }
 
-#define DIE(code, ...) do { fprintf(stderr, "ucp_gpu_check: " __VA_ARGS__); fputc('\n', stderr); exit(code); } while (0)
 #define CU(call) do { CUresult r_ = (call); if (r_ != 0) DIE(2, "%s failed: CUresult %d", #call, r_); } while (0)
-#define UCS(call) do { ucs_status_t s_ = (call); if (s_ != UCS_OK) DIE(2, "%s failed: %s", #call, ucs_status_string(s_)); } while (0)
 
 /* Buffers of the kind under test: CUDA device memory, or (-m host) plain malloc'd memory. */
 static CUdeviceptr buf_alloc(size_t len)
@@ -86,18 +80,7 @@ static void upload(CUdeviceptr d, const void *h, size_t len)
 
 static ucs_status_t wait_req(void *req)
 {
-    ucs_status_t st;
-    if (req == NULL) {
-        return UCS_OK;
-    }
-    if (UCS_PTR_IS_ERR(req)) {
-        return UCS_PTR_STATUS(req);
-    }
-    while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
-        ucp_worker_progress(g_worker);
-    }
-    ucp_request_free(req);
-    return st;
+    return ucp_pair_wait(&g_pair, req);
 }
 
 /* hint: tell UCP the memory type of the buffer (else UCP detects it through the MDs). */
@@ -291,52 +274,6 @@ static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
     free(h2);
 }
 
-/* Exchanges worker addresses over one TCP connection (the server listens). */
-static int oob_connect(const char *host, int port)
-{
-    int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0), conn;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (fd < 0) {
-        DIE(2, "socket: %s", strerror(errno));
-    }
-    if (host == NULL) {
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        sa.sin_addr.s_addr = htonl(INADDR_ANY);
-        if (bind(fd, (struct sockaddr*)&sa, sizeof(sa)) != 0 || listen(fd, 1) != 0) {
-            DIE(2, "bind/listen on port %d: %s", port, strerror(errno));
-        }
-        conn = accept(fd, NULL, NULL);
-        if (conn < 0) {
-            DIE(2, "accept: %s", strerror(errno));
-        }
-        close(fd);
-        return conn;
-    }
-    struct hostent *he = gethostbyname(host);
-    if (he == NULL) {
-        DIE(2, "cannot resolve %s", host);
-    }
-    memcpy(&sa.sin_addr, he->h_addr_list[0], sizeof(sa.sin_addr));
-    for (int tries = 0; connect(fd, (struct sockaddr*)&sa, sizeof(sa)) != 0; ++tries) {
-        if (tries == 100) {
-            DIE(2, "connect to %s:%d: %s", host, port, strerror(errno));
-        }
-        usleep(100000);
-    }
-    return fd;
-}
-
-static void xfer(int fd, void *buf, size_t len, int out)
-{
-    for (size_t done = 0; done < len;) {
-        ssize_t n = out ? write(fd, (char*)buf + done, len - done) : read(fd, (char*)buf + done, len - done);
-        if (n <= 0) {
-            DIE(2, "out-of-band %s failed: %s", out ? "write" : "read", n == 0 ? "peer closed" : strerror(errno));
-        }
-        done += (size_t)n;
-    }
-}
-
 int main(int argc, char **argv)
 {
     int port = 13337, gpu = 0, timeout = 300, probe = 0, opt;
@@ -382,44 +319,10 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG | UCP_FEATURE_RMA};
-    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-                              .thread_mode = UCS_THREAD_MODE_SINGLE};
-    ucp_context_h ctx;
-    ucp_address_t *addr;
-    size_t addr_len, peer_len;
-    UCS(ucp_init(&up, NULL, &ctx));
-    UCS(ucp_worker_create(ctx, &wp, &g_worker));
-    UCS(ucp_worker_get_address(g_worker, &addr, &addr_len));
-
-    int fd = oob_connect(peer_host, port);
-    uint64_t len64 = addr_len;
-    xfer(fd, &len64, sizeof(len64), 1);
-    xfer(fd, addr, addr_len, 1);
-    xfer(fd, &len64, sizeof(len64), 0);
-    peer_len = (size_t)len64;
-    void *peer = malloc(peer_len);
-    if (peer == NULL) {
-        DIE(2, "out of memory");
-    }
-    xfer(fd, peer, peer_len, 0);
-    ucp_ep_params_t ep_params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS, .address = peer};
-    ucp_ep_h ep;
-    UCS(ucp_ep_create(g_worker, &ep_params, &ep));
-
-    run(ctx, ep, peer_host == NULL);
-
-    /* Both sides are done before either closes its endpoint. */
-    char byte = 0;
-    xfer(fd, &byte, 1, 1);
-    xfer(fd, &byte, 1, 0);
-    ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
-    wait_req(ucp_ep_close_nbx(ep, &cp));
-    close(fd);
-    free(peer);
-    ucp_worker_release_address(g_worker, addr);
-    ucp_worker_destroy(g_worker);
-    ucp_cleanup(ctx);
+    ucp_pair_open(&g_pair, UCP_FEATURE_TAG | UCP_FEATURE_RMA, peer_host, port);
+    g_worker = g_pair.worker;
+    run(g_pair.ctx, g_pair.ep, peer_host == NULL);
+    ucp_pair_close(&g_pair, 1); /* both sides are done before either closes its endpoint */
     if (g_errors == 0) {
         printf("ucp_gpu_check: PASS (%d checks)\n", g_checks);
         return 0;

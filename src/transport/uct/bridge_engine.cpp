@@ -8,6 +8,7 @@
 #include "transport/uct/config_vars.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <new>
 
 using namespace gdx;
@@ -250,10 +251,19 @@ void UctEngine::finish(GdxUctReq *q, Completions *comps) {
         else ep->eng_tail = q->prev;
     }
     gdx_status_t st = q->early != GDX_OK ? q->early : q->r.status;
-    if (st == GDX_OK) report_path(*q);
-    else
+    if (st == GDX_OK) {
+        report_path(*q);
+    } else {
+        // UCP passes the status on without a word: say why here, once per peer and status (a dead peer fails
+        // every request it had), the rest at debug.
+        char key[96];
+        std::snprintf(key, sizeof(key), "uct-failed:%s:%08x:%d", tl_.c_str(), q->peer_tag, static_cast<int>(st));
+        GDX_LOG_ONCE(log::Level::Warn, kComp, key, "%s to peer %08x: a %s of %zu bytes failed (%s): %s", tl_.c_str(),
+                     q->peer_tag, q->is_put ? "put" : "get", q->len, gdx_status_string(st),
+                     q->r.error.empty() ? "refused when it was issued" : q->r.error.c_str());
         GDX_DEBUG(kComp, "%s: %s of %zu bytes failed: %s", tl_.c_str(), q->is_put ? "put" : "get", q->len,
                   q->r.error.empty() ? gdx_status_string(st) : q->r.error.c_str());
+    }
     comps->emplace_back(q->uct_comp, st);
     put_req(q);
 }
