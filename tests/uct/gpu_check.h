@@ -80,6 +80,19 @@ static void pattern(uint8_t *p, size_t len, uint64_t seed)
     }
 }
 
+/* Sizes 1 B .. max for the checks: odd sizes (a fragment cut never lands on a boundary), then max itself; out needs
+ * room for 10. Their number. */
+static size_t sizes_upto(size_t max, size_t *out)
+{
+    static const size_t odd[] = {1, 8, 4099, 65537, 1048577, 4194311, 16777259, 67108879, 268435399};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]) && odd[i] < max; ++i) {
+        out[n++] = odd[i];
+    }
+    out[n++] = max;
+    return n;
+}
+
 /* Host -> device, complete on return. cuMemcpyHtoD from pageable memory may return before its DMA lands; an
  * application synchronizes before it hands GPU memory to UCX or MPI (which copy on streams of their own). */
 static CUresult cuda_upload(CUdeviceptr d, const void *h, size_t len)

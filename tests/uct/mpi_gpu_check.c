@@ -62,18 +62,6 @@ static void check(CUdeviceptr d, uint8_t *h1, uint8_t *h2, size_t len, uint64_t 
     }
 }
 
-/* 1 B .. g_max: odd sizes (fragment cuts never land on a boundary), then g_max itself. */
-static size_t sizes_upto(size_t *out)
-{
-    static const size_t odd[] = {1, 8, 4095, 65537, 1048577, 4194311, 16777259, 67108879, 268435399};
-    size_t n = 0;
-    for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]) && odd[i] < g_max; ++i) {
-        out[n++] = odd[i];
-    }
-    out[n++] = g_max;
-    return n;
-}
-
 static void pingpong(CUdeviceptr dbuf, uint8_t *h1, uint8_t *h2, const size_t *sizes, size_t nsizes)
 {
     for (size_t i = 0; i < nsizes; ++i) {
@@ -176,7 +164,7 @@ int main(int argc, char **argv)
     uint8_t *h1 = malloc(g_max), *h2 = malloc(g_max);
     if (h1 == NULL || h2 == NULL) MPI_Abort(MPI_COMM_WORLD, 2);
     if ((r = cu.cuMemAlloc(&dbuf, g_max)) != 0) die_cu("cuMemAlloc", r);
-    nsizes = sizes_upto(sizes);
+    nsizes = sizes_upto(g_max, sizes);
     pingpong(dbuf, h1, h2, sizes, nsizes);
     if (rma) {
         one_sided(dbuf, h1, h2, sizes, nsizes);

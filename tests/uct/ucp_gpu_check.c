@@ -140,22 +140,10 @@ static int device_equals(CUdeviceptr d, size_t len, uint64_t seed, uint8_t *h1, 
     return memcmp(h1, h2, len) == 0;
 }
 
-/* 1 B .. g_max: odd sizes (a fragment cut never lands on a boundary), then g_max itself. */
-static size_t sizes_upto(size_t *out)
-{
-    static const size_t odd[] = {1, 8, 4099, 65537, 1048577, 4194311, 16777259, 67108879, 268435399};
-    size_t n = 0;
-    for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]) && odd[i] < g_max; ++i) {
-        out[n++] = odd[i];
-    }
-    out[n++] = g_max;
-    return n;
-}
-
 static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
 {
     size_t sizes[16];
-    const size_t nsizes = sizes_upto(sizes);
+    const size_t nsizes = sizes_upto(g_max, sizes);
     const size_t max = g_max;
     uint8_t *h1 = malloc(max), *h2 = malloc(max);
     CUdeviceptr dsend, drecv;
