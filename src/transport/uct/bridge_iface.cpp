@@ -420,7 +420,7 @@ extern "C" gdx_status_t gdx_uct_ep_put(gdx_uct_ep_t *ep, const void *buf, size_t
     const tp::RemoteKey *key = nullptr;
     gdx_status_t st = rkey->resolve(ep->iface->itf->md(), &key);
     if (st != GDX_OK) return st;
-    const tp::MemHandle *h = memh != nullptr ? memh->h.get() : nullptr;
+    const tp::MemHandle *h = memh != nullptr ? memh->handle() : nullptr;
     return with_comp(ep, comp, [&](tp::Completion *c) { return ep->ep->put(buf, len, h, remote_addr, *key, c); });
 }
 
@@ -431,7 +431,7 @@ extern "C" gdx_status_t gdx_uct_ep_get(gdx_uct_ep_t *ep, void *buf, size_t len, 
     const tp::RemoteKey *key = nullptr;
     gdx_status_t st = rkey->resolve(ep->iface->itf->md(), &key);
     if (st != GDX_OK) return st;
-    const tp::MemHandle *h = memh != nullptr ? memh->h.get() : nullptr;
+    const tp::MemHandle *h = memh != nullptr ? memh->handle() : nullptr;
     return with_comp(ep, comp, [&](tp::Completion *c) { return ep->ep->get(buf, len, h, remote_addr, *key, c); });
 }
 
