@@ -3,8 +3,10 @@
 // polls) becomes one probe flush per endpoint at a time.
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/uct/bridge_engine.h"
 #include "transport/uct/bridge_internal.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -35,6 +37,14 @@ void comp_done(tp::Completion *self) {
     w->owner->put_comp(w);
 }
 
+// The gdx endpoint the node was parked on outlived its UCT endpoint (bridge_engine.h, ep_destroyed): drop it.
+void orphan_done(GdxUctPending *node) {
+    if (node->prev != nullptr) node->prev->next = node->next;
+    else *node->orphans = node->next;
+    if (node->next != nullptr) node->next->prev = node->prev;
+    delete node;
+}
+
 void pending_link(GdxUctPending *node) {
     gdx_uct_ep *ep = node->ep;
     node->prev = nullptr;
@@ -51,6 +61,10 @@ void pending_unlink(GdxUctPending *node) {
 
 gdx_status_t pending_trampoline(tp::PendingRequest *self) {
     auto *node = reinterpret_cast<GdxUctPending *>(self); // p is the first member
+    if (node->orphans != nullptr) {
+        orphan_done(node);
+        return GDX_OK;
+    }
     // Off the list before UCP's callback runs: it may add requests to (or purge) this endpoint.
     pending_unlink(node);
     gdx_uct_ep *ep = node->ep;
@@ -75,6 +89,9 @@ gdx_status_t pending_trampoline(tp::PendingRequest *self) {
 // before it, all of which gdx's FIFO queue has dispatched by then; requests parked behind it are later operations
 // (counting them kept the flush at the head of the queue for ever: ucp_put_bw hung on UCP 1.13).
 bool has_parked(const gdx_uct_ep *ep) {
+    // Held back by an endpoint fence (bridge_order.cpp): behind everything on gdx's queue, so while one of them is
+    // being dispatched the others are later operations.
+    if (!ep->held_pending.empty() && !ep->dispatching_held) return true;
     for (const GdxUctPending *n = ep->pending; n != nullptr; n = n->next) {
         if (n->req != nullptr && (ep->dispatching == 0 || n->seq < ep->dispatching)) return true;
     }
@@ -93,6 +110,32 @@ template <typename Op> gdx_status_t with_comp(gdx_uct_ep *ep, void *uct_comp, Op
     GdxUctComp *c = ep->iface->get_comp(uct_comp);
     if (c == nullptr) return GDX_ERR_NO_MEMORY;
     gdx_status_t st = op(&c->c);
+    if (st != GDX_INPROGRESS) ep->iface->put_comp(c);
+    return accepted(ep, st);
+}
+
+// am_zcopy of memory the CPU cannot read (CUDA device, VMM, pool): an engine MD lists those kinds in
+// reg_mem_types, so UCP 1.13 sends eager fragments of them by am_zcopy, and the transports copy payloads with the
+// CPU. The payload is copied to host memory first (a synchronous copy through gdx's memory ops), which lives until
+// the transport is done with it.
+gdx_status_t am_zcopy_from_device(gdx_uct_ep *ep, uint8_t id, const void *header, size_t header_len,
+                                  const void *payload, size_t len, const mem::MemInfo &info, void *uct_comp) {
+    void *host = std::malloc(len);
+    if (host == nullptr)
+        return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "am_zcopy: out of memory for a %zu-byte copy of %s memory", len,
+                        mem::type_name(info.type));
+    if (gdx_status_t st = mem::ops(info.kind).copy(host, payload, len, info.device); st != GDX_OK) {
+        std::free(host);
+        return GDX_FAIL(st, kComp, "am_zcopy: copying %zu bytes of %s memory at %p to host memory failed", len,
+                        mem::type_name(info.type), payload);
+    }
+    GdxUctComp *c = ep->iface->get_comp(uct_comp);
+    if (c == nullptr) {
+        std::free(host);
+        return GDX_ERR_NO_MEMORY;
+    }
+    c->scratch = host; // freed with the completion object
+    gdx_status_t st = ep->ep->am_zcopy(id, header, header_len, host, len, nullptr, &c->c);
     if (st != GDX_INPROGRESS) ep->iface->put_comp(c);
     return accepted(ep, st);
 }
@@ -121,6 +164,8 @@ GdxUctComp *gdx_uct_iface::get_comp(void *uct_comp) {
 }
 
 void gdx_uct_iface::put_comp(GdxUctComp *c) {
+    std::free(c->scratch); // a device payload's host copy (am_zcopy_from_device)
+    c->scratch = nullptr;
     c->next_free = free_comps;
     free_comps = c;
 }
@@ -136,6 +181,7 @@ extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_nam
     const char *tl = gdx_uct_tl_name(md->tl);
     if (!md->anchor_lent && md->anchor_dev.name == dev_name) {
         iface->itf = md->anchor.get();
+        iface->ue = md->ue.get();
         md->anchor_lent = true;
     } else {
         const tp::DeviceDesc *dev = nullptr;
@@ -157,6 +203,7 @@ extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_nam
     iface->md = md;
     iface->glue = glue;
     for (unsigned id = 0; id < tp::kMaxAmId; ++id) {
+        if (id == kEngineAmId && md->ue) continue; // the engine's control messages: never UCP's
         iface->slots[id] = AmSlot{iface.get(), static_cast<uint8_t>(id)};
         gdx_status_t st = iface->itf->set_am_handler(static_cast<uint8_t>(id), am_trampoline, &iface->slots[id]);
         if (st != GDX_OK) {
@@ -179,7 +226,7 @@ extern "C" void gdx_uct_iface_close(gdx_uct_iface_t *iface) {
     if (iface->owned == nullptr) {
         // The borrowed anchor outlives this UCT interface: stop it calling into the glue.
         for (unsigned id = 0; id < tp::kMaxAmId; ++id)
-            iface->itf->set_am_handler(static_cast<uint8_t>(id), nullptr, nullptr);
+            if (id != kEngineAmId || !md->ue) iface->itf->set_am_handler(static_cast<uint8_t>(id), nullptr, nullptr);
         md->anchor_lent = false;
     }
     iface->owned.reset(); // may complete outstanding operations, which still need the completion pool
@@ -203,13 +250,26 @@ extern "C" void gdx_uct_iface_attr(gdx_uct_iface_t *iface, gdx_uct_iface_attr_t 
     a->max_am_zcopy = c.max_am_zcopy;
     a->max_put = c.max_put;
     a->max_get = c.max_get;
+    if (iface->ue != nullptr) {
+        // One UCT operation of any size: the engine cuts it into fragments (each within the transport's limits),
+        // and stages a get the transport cannot do.
+        a->put_zcopy = a->get_zcopy = 1;
+        a->max_put = a->max_get = SIZE_MAX;
+        a->engine = 1;
+    }
     a->latency_s = c.latency_ns * 1e-9;
     a->bandwidth_Bps = c.bandwidth_Bps;
 }
 
-extern "C" unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface) { return iface->itf->progress(); }
+extern "C" unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface) {
+    return iface->ue != nullptr ? iface->ue->progress() : iface->itf->progress();
+}
 extern "C" int gdx_uct_iface_wakeup_fd(gdx_uct_iface_t *iface) { return iface->itf->wakeup_fd(); }
-extern "C" gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface) { return iface->itf->arm_wakeup(); }
+extern "C" gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface) {
+    // Copies, credits and finished requests move on in progress() only, whatever the transport's fd says.
+    if (iface->ue != nullptr && iface->ue->busy()) return GDX_ERR_BUSY;
+    return iface->itf->arm_wakeup();
+}
 
 extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_comp) {
     // Requests parked on an endpoint are not covered either, but an interface flush has no NO_RESOURCE answer
@@ -217,7 +277,9 @@ extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_co
     // rc interface flush says for its endpoints' NO_RESOURCE; UCP polls again. A completion could not be
     // honoured before they are issued: NO_RESOURCE then (UCP never passes one; UCX's transports refuse it).
     for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
-        if (has_parked(ep)) return (uct_comp == nullptr) ? GDX_INPROGRESS : GDX_ERR_NO_RESOURCE;
+        // Engine requests too: they complete in progress(), and the transport's flush comes after them.
+        if (has_parked(ep) || (iface->ue != nullptr && iface->ue->outstanding(ep)))
+            return (uct_comp == nullptr) ? GDX_INPROGRESS : GDX_ERR_NO_RESOURCE;
     }
     if (uct_comp == nullptr) {
         gdx_status_t result = GDX_OK;
@@ -250,6 +312,7 @@ extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_co
 }
 
 extern "C" gdx_status_t gdx_uct_iface_fence(gdx_uct_iface_t *iface) {
+    if (iface->ue != nullptr) iface->ue->iface_fence(iface->eps);
     for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
         gdx_status_t st = ep->ep->fence();
         if (st != GDX_OK) return st;
@@ -276,13 +339,17 @@ extern "C" void gdx_uct_ep_destroy(gdx_uct_ep_t *ep) {
     if (ep == nullptr) return;
     gdx_uct_iface *iface = ep->iface;
     if (ep->probe != nullptr) ep->probe->probe_of = nullptr; // a late completion must not touch this ep
-    // Destroying the gdx endpoint drops its pending queue; our nodes are freed here, after it.
+    // The engine lets go of the gdx endpoints, or keeps one it still uses (then the gdx queue that holds our
+    // pending nodes lives on, and so must they). Destroying a gdx endpoint drops its pending queue; our nodes are
+    // freed here, after it.
+    const bool kept = iface->ue != nullptr && iface->ue->ep_destroyed(ep);
     ep->ep.reset();
     ep->mirror.reset();
     while (ep->pending != nullptr) {
         GdxUctPending *n = ep->pending;
         ep->pending = n->next;
-        delete n;
+        if (kept) iface->ue->add_orphan(n);
+        else delete n;
     }
     if (ep->prev != nullptr) ep->prev->next = ep->next;
     else iface->eps = ep->next;
@@ -310,6 +377,8 @@ extern "C" gdx_status_t gdx_uct_ep_connect(gdx_uct_ep_t *ep, const void *address
         return GDX_FAIL(GDX_ERR_INVALID_ADDR, kComp, "gdx_%s: peer endpoint address claims %zu bytes (1..%d)",
                         gdx_uct_tl_name(ep->iface->md->tl), n, GDX_UCT_EP_ADDR_MAX - (int)kAddrHeader);
     std::span<const uint8_t> remote(p + kAddrHeader, n);
+    ep->peer_tag = 2166136261u; // FNV-1a of the peer's address: names the peer in the engine's log lines
+    for (uint8_t b : remote) ep->peer_tag = (ep->peer_tag ^ b) * 16777619u;
     std::vector<uint8_t> own = ep->ep->address();
     if (own.size() != n || std::memcmp(own.data(), remote.data(), n) != 0) return ep->ep->connect(remote);
     if (ep->mirror)
@@ -336,7 +405,9 @@ extern "C" gdx_status_t gdx_uct_ep_am_bcopy(gdx_uct_ep_t *ep, uint8_t id, const 
 
 extern "C" gdx_status_t gdx_uct_ep_am_zcopy(gdx_uct_ep_t *ep, uint8_t id, const void *header, size_t header_len,
                                             const void *payload, size_t len, gdx_uct_memh_t *memh, void *comp) {
-    const tp::MemHandle *h = memh != nullptr ? memh->h.get() : nullptr;
+    const tp::MemHandle *h = memh != nullptr ? memh->handle() : nullptr;
+    if (h != nullptr && !h->info().host_accessible && len > 0)
+        return am_zcopy_from_device(ep, id, header, header_len, payload, len, h->info(), comp);
     return with_comp(ep, comp, [&](tp::Completion *c) {
         return ep->ep->am_zcopy(id, header, header_len, payload, len, h, c);
     });
@@ -344,31 +415,39 @@ extern "C" gdx_status_t gdx_uct_ep_am_zcopy(gdx_uct_ep_t *ep, uint8_t id, const 
 
 extern "C" gdx_status_t gdx_uct_ep_put(gdx_uct_ep_t *ep, const void *buf, size_t len, gdx_uct_memh_t *memh,
                                        uint64_t remote_addr, gdx_uct_rkey_t *rkey, void *comp) {
+    if (ep->iface->ue != nullptr)
+        return accepted(ep, ep->iface->ue->xfer(true, ep, const_cast<void *>(buf), len, memh, remote_addr, rkey, comp));
     const tp::RemoteKey *key = nullptr;
     gdx_status_t st = rkey->resolve(ep->iface->itf->md(), &key);
     if (st != GDX_OK) return st;
-    const tp::MemHandle *h = memh != nullptr ? memh->h.get() : nullptr;
+    const tp::MemHandle *h = memh != nullptr ? memh->handle() : nullptr;
     return with_comp(ep, comp, [&](tp::Completion *c) { return ep->ep->put(buf, len, h, remote_addr, *key, c); });
 }
 
 extern "C" gdx_status_t gdx_uct_ep_get(gdx_uct_ep_t *ep, void *buf, size_t len, gdx_uct_memh_t *memh,
                                        uint64_t remote_addr, gdx_uct_rkey_t *rkey, void *comp) {
+    if (ep->iface->ue != nullptr)
+        return accepted(ep, ep->iface->ue->xfer(false, ep, buf, len, memh, remote_addr, rkey, comp));
     const tp::RemoteKey *key = nullptr;
     gdx_status_t st = rkey->resolve(ep->iface->itf->md(), &key);
     if (st != GDX_OK) return st;
-    const tp::MemHandle *h = memh != nullptr ? memh->h.get() : nullptr;
+    const tp::MemHandle *h = memh != nullptr ? memh->handle() : nullptr;
     return with_comp(ep, comp, [&](tp::Completion *c) { return ep->ep->get(buf, len, h, remote_addr, *key, c); });
+}
+
+gdx_status_t gdx_uct_ep_transport_flush(gdx_uct_ep *ep, void *uct_comp) {
+    GdxUctComp *c = ep->iface->get_comp(uct_comp);
+    if (c == nullptr) return GDX_ERR_NO_MEMORY;
+    gdx_status_t st = ep->ep->flush(&c->c);
+    if (st != GDX_INPROGRESS) ep->iface->put_comp(c);
+    return st;
 }
 
 extern "C" gdx_status_t gdx_uct_ep_flush(gdx_uct_ep_t *ep, void *uct_comp) {
     if (has_parked(ep)) return GDX_ERR_NO_RESOURCE;
-    if (uct_comp != nullptr) {
-        GdxUctComp *c = ep->iface->get_comp(uct_comp);
-        if (c == nullptr) return GDX_ERR_NO_MEMORY;
-        gdx_status_t st = ep->ep->flush(&c->c);
-        if (st != GDX_INPROGRESS) ep->iface->put_comp(c);
-        return st;
-    }
+    // Engine requests first (their completion is their bytes in place), then the transport's flush.
+    if (ep->iface->ue != nullptr && ep->iface->ue->outstanding(ep)) return ep->iface->ue->flush(ep, uct_comp);
+    if (uct_comp != nullptr) return gdx_uct_ep_transport_flush(ep, uct_comp);
     // UCT polls flush without a completion object. Keep one probe flush in flight; once a probe covering every
     // accepted operation has finished, the endpoint is flushed.
     if (ep->flushed_seq == ep->ops_seq) return GDX_OK;
@@ -386,9 +465,21 @@ extern "C" gdx_status_t gdx_uct_ep_flush(gdx_uct_ep_t *ep, void *uct_comp) {
     return st;
 }
 
-extern "C" gdx_status_t gdx_uct_ep_fence(gdx_uct_ep_t *ep) { return ep->ep->fence(); }
+extern "C" gdx_status_t gdx_uct_ep_fence(gdx_uct_ep_t *ep) {
+    if (ep->iface->ue != nullptr) {
+        gdx_status_t st = ep->iface->ue->ep_fence(ep); // NO_RESOURCE while engine requests are outstanding
+        if (st != GDX_OK) return st;
+    }
+    return ep->ep->fence();
+}
 
 extern "C" gdx_status_t gdx_uct_ep_pending_add(gdx_uct_ep_t *ep, void *req) {
+    // Behind an endpoint fence that waits for engine requests: held, in order, by the engine's ordering.
+    if (ep->iface->ue != nullptr && ep->iface->ue->hold_pending(ep, req)) return GDX_OK;
+    return gdx_uct_ep_transport_pending_add(ep, req);
+}
+
+gdx_status_t gdx_uct_ep_transport_pending_add(gdx_uct_ep *ep, void *req) {
     auto *node = new (std::nothrow) GdxUctPending;
     if (node == nullptr) return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "pending_add: out of memory");
     node->p.func = pending_trampoline;
@@ -405,6 +496,11 @@ extern "C" gdx_status_t gdx_uct_ep_pending_add(gdx_uct_ep_t *ep, void *req) {
 }
 
 extern "C" void gdx_uct_ep_pending_purge(gdx_uct_ep_t *ep, void (*cb)(void *req, void *arg), void *arg) {
+    while (!ep->held_pending.empty()) { // held behind an endpoint fence (bridge_order.cpp)
+        void *req = ep->held_pending.front();
+        ep->held_pending.pop_front();
+        if (cb != nullptr) cb(req, arg);
+    }
     for (GdxUctPending *n = ep->pending; n != nullptr; n = n->next) {
         if (n->req == nullptr) continue;
         void *req = n->req;

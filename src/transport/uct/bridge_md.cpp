@@ -2,6 +2,7 @@
 // the memory domain (registration through the gdx transport's MemoryDomain, remote-key packing and unpacking).
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/uct/bridge_engine.h"
 #include "transport/uct/bridge_internal.h"
 
 #include <algorithm>
@@ -12,22 +13,6 @@
 using namespace gdx;
 
 namespace {
-
-// Our header in front of the transport's packed key: lets rkey_unpack reject foreign or truncated bytes before
-// the transport's own decoder sees them.
-constexpr uint32_t kKeyMagic = 0x4b584447; // "GDXK", little-endian
-constexpr uint8_t kKeyVersion = 1;
-constexpr size_t kKeyHeader = 8;           // magic(4) version(1) reserved(1) length(2)
-constexpr size_t kMaxTransportKey = 1024;  // more than any transport packs; bounds what a peer can make us copy
-
-void store_le(uint8_t *p, uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint64_t load_le(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
-    return v;
-}
 
 // Effective defaults, computed once: GDX_<name> from the environment if set, else gdx's default. Showing them
 // in `ucx_info -c` tells the user what applies; a UCX_GDX_* value that differs becomes an override.
@@ -207,6 +192,7 @@ extern "C" gdx_status_t gdx_uct_md_open(unsigned tl, const char *const *values, 
         return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "md open: transport %s has no device it can open%s%s",
                         gdx_uct_tl_name(tl), why.empty() ? "" : ": ", why.c_str());
     md->md = &md->anchor->md();
+    if (gdx_status_t est = UctEngine::create(*md, &md->ue); est != GDX_OK) return est;
     GDX_DEBUG(kComp, "md gdx_%s open (memory domain of interface %s/%s)", gdx_uct_tl_name(tl),
               std::string(md->anchor->transport_name()).c_str(), md->anchor_dev.name.c_str());
     *out = md.release();
@@ -223,7 +209,15 @@ extern "C" void gdx_uct_md_close(gdx_uct_md_t *md) {
 
 extern "C" void gdx_uct_md_query(gdx_uct_md_t *md, gdx_uct_md_attr_t *attr) {
     const tp::Capabilities &caps = md->anchor->caps();
-    attr->rkey_packed_size = kKeyHeader + md->md->rkey_packed_size();
+    if (md->ue) {
+        // The engine registers every kind it can detect: what the transport does not reach, it stages.
+        attr->rkey_packed_size = md->ue->key_size();
+        attr->reg_host = attr->reg_cuda = attr->reg_cuda_managed = 1;
+        attr->engine = 1;
+        return;
+    }
+    attr->rkey_packed_size = 8 + md->md->rkey_packed_size(); // bridge_key.cpp: version 1
+    attr->engine = 0;
     using mem::MemType;
     attr->reg_host = (caps.direct_types & (tp::type_bit(MemType::HostPageable) | tp::type_bit(MemType::HostPinned) |
                                            tp::type_bit(MemType::HostRegistered))) != 0 ? 1 : 0;
@@ -237,12 +231,18 @@ extern "C" gdx_status_t gdx_uct_md_devices(gdx_uct_md_t *md, gdx_uct_device_t **
 
 extern "C" gdx_status_t gdx_uct_mem_reg(gdx_uct_md_t *md, void *addr, size_t len, unsigned access,
                                         gdx_uct_memh_t **out) {
-    mem::MemInfo info;
-    gdx_status_t st = md->classify(addr, len, &info);
-    if (st != GDX_OK) return st;
     auto memh = std::unique_ptr<gdx_uct_memh>(new (std::nothrow) gdx_uct_memh);
     if (!memh) return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "mem_reg %p+%zu: out of memory", addr, len);
     memh->md = md;
+    if (md->ue) {
+        gdx_status_t st = md->ue->mem_reg(addr, len, access, &memh->region);
+        if (st != GDX_OK) return st;
+        *out = memh.release();
+        return GDX_OK;
+    }
+    mem::MemInfo info;
+    gdx_status_t st = md->classify(addr, len, &info);
+    if (st != GDX_OK) return st;
     st = md->md->mem_reg(addr, len, info, access, &memh->h);
     if (st != GDX_OK) return st;
     for (const tp::ChunkReg &c : memh->h->chunks()) {
@@ -255,59 +255,7 @@ extern "C" gdx_status_t gdx_uct_mem_reg(gdx_uct_md_t *md, void *addr, size_t len
     return GDX_OK;
 }
 
-extern "C" void gdx_uct_mem_dereg(gdx_uct_memh_t *memh) { delete memh; }
-
-extern "C" gdx_status_t gdx_uct_mkey_pack(gdx_uct_md_t *md, gdx_uct_memh_t *memh, void *buffer) {
-    if (memh == nullptr || buffer == nullptr)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mkey_pack: null %s", memh == nullptr ? "memh" : "buffer");
-    size_t n = md->md->rkey_packed_size();
-    if (n > kMaxTransportKey)
-        return GDX_FAIL(GDX_ERR_INTERNAL, kComp, "mkey_pack: transport key of %zu bytes exceeds %zu", n,
-                        kMaxTransportKey);
-    auto *p = static_cast<uint8_t *>(buffer);
-    store_le(p, kKeyMagic, 4);
-    p[4] = kKeyVersion;
-    p[5] = 0;
-    store_le(p + 6, n, 2);
-    return memh->h->pack_rkey(std::span<uint8_t>(p + kKeyHeader, n));
-}
-
-extern "C" gdx_status_t gdx_uct_rkey_unpack(unsigned tl, const void *buffer, gdx_uct_rkey_t **out) {
-    if (buffer == nullptr || out == nullptr)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "rkey_unpack: null %s", buffer == nullptr ? "key" : "output");
-    const auto *p = static_cast<const uint8_t *>(buffer);
-    uint32_t magic = static_cast<uint32_t>(load_le(p, 4));
-    size_t n = load_le(p + 6, 2);
-    if (magic != kKeyMagic || p[4] != kKeyVersion || n == 0 || n > kMaxTransportKey)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp,
-                        "rkey_unpack (gdx_%s): not a gdx key (magic 0x%08x, version %u, length %zu; expected "
-                        "0x%08x, %u, 1..%zu)",
-                        gdx_uct_tl_name(tl), magic, p[4], n, kKeyMagic, kKeyVersion, kMaxTransportKey);
-    auto rkey = std::unique_ptr<gdx_uct_rkey>(new (std::nothrow) gdx_uct_rkey);
-    if (!rkey) return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "rkey_unpack: out of memory");
-    try {
-        rkey->packed.assign(p + kKeyHeader, p + kKeyHeader + n);
-    } catch (const std::bad_alloc &) {
-        return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "rkey_unpack: out of memory");
-    }
-    rkey->tl = tl;
-    *out = rkey.release();
-    return GDX_OK;
-}
-
-extern "C" void gdx_uct_rkey_release(gdx_uct_rkey_t *rkey) { delete rkey; }
-
-gdx_status_t gdx_uct_rkey::resolve(tp::MemoryDomain &md, const tp::RemoteKey **out) {
-    if (unpacked_by != &md) {
-        if (packed.size() != md.rkey_packed_size())
-            return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "remote key of %zu bytes, gdx_%s expects %zu",
-                            packed.size(), gdx_uct_tl_name(tl), md.rkey_packed_size());
-        std::unique_ptr<tp::RemoteKey> k;
-        gdx_status_t st = md.rkey_unpack(packed, &k);
-        if (st != GDX_OK) return st;
-        key = std::move(k);
-        unpacked_by = &md;
-    }
-    *out = key.get();
-    return GDX_OK;
+extern "C" void gdx_uct_mem_dereg(gdx_uct_memh_t *memh) {
+    if (memh != nullptr && memh->region != nullptr) memh->md->ue->mem_dereg(memh->region);
+    delete memh;
 }

@@ -19,6 +19,9 @@ extern "C" {
 #define GDX_UCT_MAX_TLS      8    /* gdx transports one module can expose */
 #define GDX_UCT_EP_ADDR_MAX  120  /* UCT needs a fixed ep address length; gdx's are variable, so we pad */
 #define GDX_UCT_NAME_MAX     16   /* UCT_COMPONENT_NAME_MAX / UCT_TL_NAME_MAX / UCT_MD_NAME_MAX */
+/* Active-message id of the staging engine's control messages on a gdx interface (bridge_engine.h). Never handed
+ * to UCP, which uses ids below UCP_AM_ID_LAST (27 on UCX 1.13-1.18, 29 on 1.22: uct_gdx_md.c checks it). */
+#define GDX_UCT_ENGINE_AM_ID 31
 
 typedef struct gdx_uct_md    gdx_uct_md_t;    /* a gdx transport's settings and memory domain */
 typedef struct gdx_uct_memh  gdx_uct_memh_t;  /* one registration */
@@ -73,9 +76,11 @@ typedef struct {
 
 typedef struct {
     size_t rkey_packed_size;  /* what gdx_uct_mkey_pack writes */
-    int reg_host;             /* the transport reaches host memory directly (direct_types); cuda_ipc does not */
-    int reg_cuda;             /* the transport reaches CUDA device memory directly (direct_types) */
+    int reg_host;             /* host memory registers (the transport reaches it, or the engine stages it) */
+    int reg_cuda;             /* CUDA device memory registers (reached directly, or staged by the engine) */
     int reg_cuda_managed;
+    int engine;               /* put/get zcopy go through the staging engine (any kind it detects, staged where
+                                 the transport does not reach it) */
 } gdx_uct_md_attr_t;
 
 /* Does `tl` have at least one device? (UCT lists an MD only when it has resources.) */
@@ -103,6 +108,7 @@ void gdx_uct_rkey_release(gdx_uct_rkey_t *rkey);
 
 typedef struct {
     int connect_to_ep;        /* always 1: gdx endpoints connect to endpoints */
+    int engine;               /* put/get zcopy run through the staging engine (bridge_engine.h) */
     int am_short, am_bcopy, am_zcopy, put_zcopy, get_zcopy, wakeup, intra_node;
     size_t max_am_short, max_am_bcopy, max_am_zcopy, max_put, max_get;
     double latency_s, bandwidth_Bps;

@@ -207,12 +207,20 @@ static ucs_status_t uct_gdx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *
                                                         length, memh, comp), "am_zcopy");
 }
 
+/* put/get zcopy through the staging engine change engine state that endpoint teardown (which UCP may run from its
+ * async thread) changes too, so they hold the async lock like progress does; pass-through ones do not need it. */
+#define UCT_GDX_ENGINE_BLOCK(_iface) \
+    do { if ((_iface)->attr.engine) UCT_GDX_ASYNC_BLOCK(&(_iface)->super); } while (0)
+#define UCT_GDX_ENGINE_UNBLOCK(_iface) \
+    do { if ((_iface)->attr.engine) UCT_GDX_ASYNC_UNBLOCK(&(_iface)->super); } while (0)
+
 static ucs_status_t uct_gdx_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                                          uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
 {
     uct_gdx_iface_t *iface = UCT_GDX_EP_IFACE(tl_ep);
     gdx_uct_memh_t *memh;
     ucs_status_t status;
+    gdx_status_t st;
     size_t length;
     void *buffer;
 
@@ -221,8 +229,10 @@ static ucs_status_t uct_gdx_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, s
         return status;
     }
     UCT_CHECK_LENGTH(length, 0, iface->attr.max_put, "put_zcopy");
-    return uct_gdx_op_status(iface, gdx_uct_ep_put(UCT_GDX_EP(tl_ep), buffer, length, memh, remote_addr,
-                                                   (gdx_uct_rkey_t*)rkey, comp), "put_zcopy");
+    UCT_GDX_ENGINE_BLOCK(iface);
+    st = gdx_uct_ep_put(UCT_GDX_EP(tl_ep), buffer, length, memh, remote_addr, (gdx_uct_rkey_t*)rkey, comp);
+    UCT_GDX_ENGINE_UNBLOCK(iface);
+    return uct_gdx_op_status(iface, st, "put_zcopy");
 }
 
 static ucs_status_t uct_gdx_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
@@ -231,6 +241,7 @@ static ucs_status_t uct_gdx_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, s
     uct_gdx_iface_t *iface = UCT_GDX_EP_IFACE(tl_ep);
     gdx_uct_memh_t *memh;
     ucs_status_t status;
+    gdx_status_t st;
     size_t length;
     void *buffer;
 
@@ -239,8 +250,10 @@ static ucs_status_t uct_gdx_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, s
         return status;
     }
     UCT_CHECK_LENGTH(length, 0, iface->attr.max_get, "get_zcopy");
-    return uct_gdx_op_status(iface, gdx_uct_ep_get(UCT_GDX_EP(tl_ep), buffer, length, memh, remote_addr,
-                                                   (gdx_uct_rkey_t*)rkey, comp), "get_zcopy");
+    UCT_GDX_ENGINE_BLOCK(iface);
+    st = gdx_uct_ep_get(UCT_GDX_EP(tl_ep), buffer, length, memh, remote_addr, (gdx_uct_rkey_t*)rkey, comp);
+    UCT_GDX_ENGINE_UNBLOCK(iface);
+    return uct_gdx_op_status(iface, st, "get_zcopy");
 }
 
 static ucs_status_t uct_gdx_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)

@@ -3,11 +3,14 @@
  *
  * CUDA: Debian's UCX has no CUDA module, so nothing in UCX can tell a device pointer from a host one. When
  * gdx's CUDA backend finds a GPU, this MD advertises CUDA and CUDA_MANAGED in detect_mem_types and answers
- * mem_query/detect_memory_type through gdx's memory-type layer. Registration and access of a memory type are
- * advertised only for transports that reach it directly (their Capabilities::direct_types): host for tcp and
- * shm, CUDA for cuda_ipc (and rc with GPUDirect). Without a GPU every pointer is host memory and no CUDA
- * capability is advertised. */
+ * mem_query/detect_memory_type through gdx's memory-type layer. An MD whose transport can stage (tcp, shm, rc)
+ * registers through the staging engine, which takes every kind it detects (what the transport does not reach it
+ * stages), so its reg_mem_types lists host, CUDA and CUDA_MANAGED; the others (cuda_ipc, or GDX_UCT_ENGINE=no)
+ * list what the transport reaches directly (Capabilities::direct_types). Access stays host only (gdx_copy is
+ * UCP's memory-type endpoint). Without a GPU every pointer is host memory and no CUDA capability is advertised. */
 #include "uct_gdx_glue.h"
+
+#include <ucp/core/ucp_types.h>
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/string.h>
@@ -17,6 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The staging engine's control messages travel on active-message id GDX_UCT_ENGINE_AM_ID of the gdx interface,
+ * which the glue never hands to UCP: an id UCP uses would be taken from it. */
+_Static_assert(UCP_AM_ID_LAST <= GDX_UCT_ENGINE_AM_ID, "UCP uses the staging engine's active-message id");
+_Static_assert(GDX_UCT_ENGINE_AM_ID < UCT_AM_ID_MAX, "the engine's active-message id is not a UCT id");
 
 static const char *uct_gdx_md_name(uct_gdx_md_t *md)
 {
