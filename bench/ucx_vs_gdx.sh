@@ -1,139 +1,204 @@
 #!/usr/bin/env bash
-# ucx_perftest (UCP level, host memory, two processes on this host) over gdx's transports next to UCX's own,
-# in one run: tag_bw at 1..16 MiB and tag_lat at 8 B. Each figure is the median of --reps runs.
+# ucx_perftest at the UCP level (two processes on this host, host memory) over gdx's transports through the UCX
+# module, next to UCX's own transports, in ALTERNATING rounds: each round runs every configuration once per test
+# (the order rotating from round to round), so load from other work on the machine hits all of them alike. The
+# table holds the medians over the rounds; the output ends with one `bar ...` line per bar of issue 18 (host
+# memory): UCP tag_lat 8 B over gdx_shm <= UCX posix, tag_bw over gdx_shm >= posix at 64 KiB, 1 MiB, 16 MiB.
 #
-# Both processes spin. Server and client are pinned to two different CPUs (--cpus, default 0,1): when the
-# scheduler puts them on one CPU, every exchange that needs the other process to run costs a time slice (about
-# 8 ms here), and posix and gdx alike drop to a few hundred MB/s or less; that measures the scheduler, not the
-# transport. Other load on the machine still shows: read the figures next to the header's load line.
+#   bench/ucx_vs_gdx.sh [--ucx-prefix DIR] [--module PATH] [--baseline-module PATH] [--rounds N] [--out FILE]
+#                       [--cpus A,B] [--sizes "BYTES ..."] [--configs "name=UCX_TLS ..."] [--gdx-env "VAR=V ..."]
+#     --ucx-prefix  a UCX install (DIR/bin/ucx_perftest, DIR/bin/ucx_info, DIR/lib); default: the one on PATH
+#     --module      libuct_gdx.so.0 built against THAT UCX (default: the first build*/ of this checkout); loaded
+#                   with LD_PRELOAD below UCX 1.22, with UCX_PLUGIN_PATH from 1.22 on (as tools/gdx-run does)
+#     --baseline-module  another tree's module (e.g. before a change): its gdx configurations run too, as
+#                   base-<name>, and `check` lines compare this module with it in the same run
+#     --rounds      alternating rounds (default 10; --reps is the old name)
+#     --sizes       tag_bw message sizes (default 65536 1048576 16777216); tag_lat runs at 8 bytes
+#     --configs     default: ucx-posix=posix ucx-sysv=sysv gdx-shm=gdx_shm,gdx_aux:aux (names starting with gdx-
+#                   load the module; the others run UCX alone, as a user without gdx would)
+#     --gdx-env     extra environment for the gdx configurations only
+#     --cpus        server and client CPUs (default 0,1; taskset)
+#   The GPU machine, upstream UCX 1.22 built into /tmp/ucx-cuda and the module built against its sources
+#   (/tmp/ucx-build):  bench/ucx_vs_gdx.sh --ucx-prefix /tmp/ucx-cuda --module <build>/src/transport/uct/libuct_gdx.so.0
 #
-#   bench/ucx_vs_gdx.sh [--module PATH] [--reps N] [--out FILE] [--cpus A,B] [--configs "name=UCX_TLS ..."]
-#     default configs: ucx-posix=posix  ucx-sysv=sysv  ucx-tcp=tcp  gdx-shm=gdx_shm,gdx_aux:aux
-#                      gdx-tcp=gdx_tcp,gdx_aux:aux     (a gdx config whose transport is missing is reported n/a)
-#     --out FILE: also write the report there (bench/results/ucx-<date>.txt is the convention)
-#
-# The ratio columns compare gdx-shm with ucx-posix and gdx-tcp with ucx-tcp (bandwidth: gdx/ucx, higher is
-# better for gdx; latency: gdx/ucx, lower is better for gdx).
+# Figures: tag_lat = ucx_perftest's typical (50th percentile) one-way latency in us, lower is better; tag_bw =
+# overall bandwidth in GB/s (1e9 B/s; ucx_perftest's MB/s are MiB/s), higher is better. Every ratio is written so
+# that higher is better for gdx: bandwidth gdx/peer, latency peer/gdx. Both processes spin; they are pinned to two
+# CPUs (when the scheduler puts them on one, every exchange waits for a time slice and the figure measures the
+# scheduler). Each run is bounded by a timeout; a failed run counts as missing (n/a), never as a number.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-module=""
-reps=3
-out=""
-configs="ucx-posix=posix ucx-sysv=sysv ucx-tcp=tcp gdx-shm=gdx_shm,gdx_aux:aux gdx-tcp=gdx_tcp,gdx_aux:aux"
-sizes="1048576 2097152 4194304 8388608 16777216"
+ucx_prefix="" module="" base_module="" rounds=10 out="" cpus="0,1" gdx_env=""
+sizes="65536 1048576 16777216"
+configs="ucx-posix=posix ucx-sysv=sysv gdx-shm=gdx_shm,gdx_aux:aux"
 timeout_s=120
-cpus="0,1"
 cmdline="$0 $*"
-
 while [ $# -gt 0 ]; do
   case "$1" in
+    --ucx-prefix) ucx_prefix="$2"; shift 2 ;;
     --module) module="$2"; shift 2 ;;
-    --reps) reps="$2"; shift 2 ;;
+    --baseline-module) base_module="$2"; shift 2 ;;
+    --rounds|--reps) rounds="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    --configs) configs="$2"; shift 2 ;;
     --cpus) cpus="$2"; shift 2 ;;
+    --sizes) sizes="$2"; shift 2 ;;
+    --configs) configs="$2"; shift 2 ;;
+    --gdx-env) gdx_env="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "ucx_vs_gdx.sh: unknown option '$1'" >&2; exit 2 ;;
+    *) echo "ucx_vs_gdx.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+die() { echo "ucx_vs_gdx.sh: $*" >&2; exit 2; }
+
+# ---- UCX, the module, the CPUs --------------------------------------------------------------------------------
+ucx_env=()
+if [ -n "$ucx_prefix" ]; then
+  [ -x "$ucx_prefix/bin/ucx_perftest" ] || die "no $ucx_prefix/bin/ucx_perftest (--ucx-prefix names a UCX install)"
+  ucx_env=(LD_LIBRARY_PATH="$ucx_prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  perftest="$ucx_prefix/bin/ucx_perftest" ucx_info="$ucx_prefix/bin/ucx_info"
+else
+  perftest=$(command -v ucx_perftest) || die "ucx_perftest not found (ucx-utils, or --ucx-prefix)"
+  ucx_info=$(command -v ucx_info) || die "ucx_info not found (ucx-utils, or --ucx-prefix)"
+fi
+ucx_version=$(env "${ucx_env[@]}" "$ucx_info" -v 2>/dev/null |
+              sed -n 's/^# Library version: //p; s/^# Version //p' | head -1)
+[ -n "$ucx_version" ] || die "cannot read the UCX version from $ucx_info -v"
 if [ -z "$module" ]; then
   for cand in "$root"/build*/src/transport/uct/libuct_gdx.so.0; do [ -f "$cand" ] && { module="$cand"; break; }; done
 fi
-[ -f "$module" ] || { echo "ucx_vs_gdx.sh: libuct_gdx.so.0 not found (build it or pass --module)" >&2; exit 2; }
-command -v ucx_perftest >/dev/null || { echo "ucx_vs_gdx.sh: ucx_perftest not found (ucx-utils)" >&2; exit 2; }
+[ -f "$module" ] || die "libuct_gdx.so.0 not found (build it or pass --module)"
+[ -z "$base_module" ] || [ -f "$base_module" ] || die "--baseline-module $base_module: no such file"
+module=$(readlink -f "$module")
+[ -n "$base_module" ] && base_module=$(readlink -f "$base_module")
 srv_cpu=${cpus%%,*} cli_cpu=${cpus#*,}
-command -v taskset >/dev/null || { echo "ucx_vs_gdx.sh: taskset not found (util-linux)" >&2; exit 2; }
-taskset -c "$srv_cpu" true && taskset -c "$cli_cpu" true ||
-  { echo "ucx_vs_gdx.sh: cannot pin to CPUs $cpus (--cpus A,B)" >&2; exit 2; }
+command -v taskset >/dev/null || die "taskset not found (util-linux)"
+taskset -c "$srv_cpu" true && taskset -c "$cli_cpu" true || die "cannot pin to CPUs $cpus (--cpus A,B)"
 
-tmp=$(mktemp -d /tmp/ucx_vs_gdx.XXXXXX) || exit 2
-trap 'rm -rf "$tmp"' EXIT
-available=$(LD_PRELOAD="$module" timeout 60 ucx_info -d 2>/dev/null | sed -n 's/^#[[:space:]]*Transport: //p' | sort -u)
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-# run_one TLS TEST SIZE ITERS -> prints the client's Final line fields, or nothing on failure
-run_one() {
-  local tls="$1" test="$2" size="$3" iters="$4" port spid
-  port=$(free_port)
-  env LD_PRELOAD="$module" UCX_TLS="$tls" taskset -c "$srv_cpu" timeout "$timeout_s" \
-    ucx_perftest -p "$port" -t "$test" -s "$size" -n "$iters" >"$tmp/srv" 2>&1 &
-  spid=$!
-  sleep 0.3
-  env LD_PRELOAD="$module" UCX_TLS="$tls" taskset -c "$cli_cpu" timeout "$timeout_s" \
-    ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$iters" >"$tmp/cli" 2>&1
-  local crc=$?
-  wait "$spid"; local src=$?
-  [ "$crc" = 0 ] && [ "$src" = 0 ] && sed -n 's/^Final:[[:space:]]*//p' "$tmp/cli" | tail -1
-}
-
-median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "n/a"; else print v[int((NR+1)/2)]}'; }
-
-# measure TLS TEST SIZE ITERS FIELD: median over reps of a Final-line field (2 = 50th-percentile latency us,
-# 3 = average latency us, 6 = overall bandwidth MB/s)
-measure() {
-  local tls="$1" test="$2" size="$3" iters="$4" field="$5" r line
-  for r in $(seq "$reps"); do
-    line=$(run_one "$tls" "$test" "$size" "$iters") && [ -n "$line" ] && awk -v f="$field" '{print $f}' <<<"$line"
-  done | median
-}
-
-usable() { # a config whose gdx transport is not registered here is skipped, not failed
-  local tl
-  for tl in ${1//,/ }; do
-    tl=${tl%:aux}
-    case "$tl" in gdx_*) grep -qx "$tl" <<<"$available" || return 1 ;; esac
-  done
-}
-
-declare -A bw lat
-names=()
-for c in $configs; do
-  name=${c%%=*} tls=${c#*=}
-  names+=("$name")
-  if ! usable "$tls"; then
-    for s in $sizes; do bw[$name,$s]="n/a"; done
-    lat[$name]="n/a"
-    continue
-  fi
-  for s in $sizes; do
-    iters=$(( 200 * 1048576 / s )); [ "$iters" -lt 20 ] && iters=20
-    bw[$name,$s]=$(measure "$tls" tag_bw "$s" "$iters" 6)
-    echo "  $name tag_bw $s: ${bw[$name,$s]} MB/s" >&2
-  done
-  lat[$name]=$(measure "$tls" tag_lat 8 20000 2)
-  echo "  $name tag_lat 8: ${lat[$name]} us" >&2
-done
-
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
-
-report() {
-  echo "# ucx_perftest over gdx vs UCX's own transports (UCP level, host memory, 2 processes, this host)"
-  echo "# command: $cmdline"
-  echo "# date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-  echo "# machine: $(hostname), $(uname -sr), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), load $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "# UCX:     $(ucx_info -v | sed -n 's/^# Version //p'); gdx $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown); module $module"
-  echo "# configs: $configs"
-  echo "# pinning: server on CPU $srv_cpu, client on CPU $cli_cpu (taskset)"
-  echo "# figures: median of $reps runs; tag_bw = overall MB/s (higher is better), tag_lat = 50th percentile us (lower)"
-  echo
-  printf "%-14s" "tag_bw size"; for n in "${names[@]}"; do printf "%12s" "$n"; done
-  printf "%14s%14s\n" "shm/posix" "gdx/ucx tcp"
-  for s in $sizes; do
-    printf "%-14s" "$((s / 1048576)) MiB"
-    for n in "${names[@]}"; do printf "%12s" "${bw[$n,$s]}"; done
-    printf "%14s%14s\n" "$(ratio "${bw[gdx-shm,$s]:-n/a}" "${bw[ucx-posix,$s]:-n/a}")" \
-                        "$(ratio "${bw[gdx-tcp,$s]:-n/a}" "${bw[ucx-tcp,$s]:-n/a}")"
-  done
-  printf "%-14s" "tag_lat 8 B"; for n in "${names[@]}"; do printf "%12s" "${lat[$n]}"; done
-  printf "%14s%14s\n" "$(ratio "${lat[gdx-shm]:-n/a}" "${lat[ucx-posix]:-n/a}")" \
-                      "$(ratio "${lat[gdx-tcp]:-n/a}" "${lat[ucx-tcp]:-n/a}")"
+# How a module gets into ucx_perftest: UCX >= 1.22 loads it from UCX_PLUGIN_PATH, older ones only what is preloaded.
+load_env() { # MODULE -> VAR=value
+  local major=${ucx_version%%.*} minor
+  minor=${ucx_version#*.}; minor=${minor%%.*}
+  if [ "$major" -gt 1 ] || [ "$minor" -ge 22 ]; then echo "UCX_PLUGIN_PATH=$(dirname "$1")"; else echo "LD_PRELOAD=$1"; fi
 }
 
 if [ -n "$out" ]; then
-  mkdir -p "$(dirname "$out")"
-  report | tee "$out"
-else
-  report
+  mkdir -p "$(dirname "$out")" || die "cannot create $(dirname "$out")"
+  exec > >(tee "$out") 2>&1
+fi
+tmp=$(mktemp -d /tmp/ucx_vs_gdx.XXXXXX) || die "mktemp failed"
+trap 'rm -rf "$tmp"' EXIT
+
+# name TLS MODULE (empty for UCX alone), one per line; base-<name> for the baseline module's gdx configurations
+cfg_list() {
+  local c name tls
+  for c in $configs; do
+    name=${c%%=*} tls=${c#*=}
+    case "$name" in gdx-*) echo "$name $tls $module"; [ -n "$base_module" ] && echo "base-$name $tls $base_module" ;;
+                    *) echo "$name $tls -" ;; esac
+  done
+}
+mapfile -t cfgs < <(cfg_list)
+
+echo "# ucx_perftest, UCP level, host memory, 2 processes on this host: gdx's UCX module vs UCX's own transports"
+echo "# command: $cmdline"
+echo "# date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "# machine: $(hostname), $(uname -sr), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# UCX:     $ucx_version ($perftest); gdx $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo ' + changes')"
+echo "# module:  $module ($(load_env "$module" | cut -d= -f1))"
+[ -n "$base_module" ] && echo "# baseline module: $base_module"
+echo "# configs: ${cfgs[*]}"
+echo "# pinning: server on CPU $srv_cpu, client on CPU $cli_cpu; $rounds alternating rounds, order rotating"
+[ -n "$gdx_env" ] && echo "# gdx env: $gdx_env"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Until the server listens on PORT (a loaded machine can take seconds to start it; a client that connects too early
+# fails), at most 20 s; never by connecting (the server takes one connection only).
+wait_listen() {
+  local i
+  for i in $(seq 200); do
+    if command -v ss >/dev/null; then ss -Hltn "sport = :$1" | grep -q . && return
+    elif [ "$i" -ge 5 ]; then return; fi # without ss: half a second, as before
+    kill -0 "$2" 2>/dev/null || return
+    sleep 0.1
+  done
+}
+
+# run_one TLS MODULE TEST SIZE ITERS -> the client's Final line fields (after "Final:"), or nothing on failure
+run_one() {
+  local tls="$1" mod="$2" test="$3" size="$4" iters="$5" port spid crc src envs=("${ucx_env[@]}" UCX_TLS="$tls")
+  [ "$mod" != - ] && envs+=("$(load_env "$mod")" $gdx_env)
+  port=$(free_port)
+  env "${envs[@]}" taskset -c "$srv_cpu" timeout "$timeout_s" "$perftest" -p "$port" >"$tmp/srv" 2>&1 &
+  spid=$!
+  wait_listen "$port" "$spid"
+  env "${envs[@]}" taskset -c "$cli_cpu" timeout "$timeout_s" "$perftest" 127.0.0.1 -p "$port" -t "$test" \
+    -s "$size" -n "$iters" >"$tmp/cli" 2>&1
+  crc=$?
+  wait "$spid"; src=$?
+  if [ "$crc" != 0 ] || [ "$src" != 0 ]; then
+    echo "#   failed ($tls $test $size): client exit $crc, server exit $src: $(grep -m1 -iE 'error|fail' "$tmp/cli" "$tmp/srv" | head -1)" >&2
+    return 1
+  fi
+  sed -n 's/^Final:[[:space:]]*//p' "$tmp/cli" | tail -1
+}
+
+declare -A res
+tests=("tag_lat 8")
+for s in $sizes; do tests+=("tag_bw $s"); done
+ncfg=${#cfgs[@]}
+for r in $(seq "$rounds"); do
+  echo "# round $r (load $(cut -d' ' -f1 /proc/loadavg))"
+  for t in "${tests[@]}"; do
+    read -r test size <<<"$t"
+    if [ "$test" = tag_lat ]; then iters=200000; else iters=$(( 512 * 1048576 / size )); [ "$iters" -lt 32 ] && iters=32; fi
+    for k in $(seq 0 $((ncfg - 1))); do
+      read -r name tls mod <<<"${cfgs[$(( (k + r) % ncfg ))]}"
+      line=$(run_one "$tls" "$mod" "$test" "$size" "$iters") && [ -n "$line" ] || line=""
+      if [ -z "$line" ]; then v="n/a"
+      elif [ "$test" = tag_lat ]; then v=$(awk '{print $2}' <<<"$line")
+      else v=$(awk '{printf "%.2f", $6 * 1048576 / 1e9}' <<<"$line"); fi
+      res[$name,$test,$size]+=" $v"
+      printf 'raw %-14s %-8s %9s %10s\n' "$name" "$test" "$size" "$v"
+    done
+  done
+done
+
+median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print "n/a"; else print v[int((NR+1)/2)]}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a/b; else print "n/a" }'; }
+med() { median <<<"${res[$1,$2,$3]:-}"; }
+human() { awk -v n="$1" 'BEGIN { if (n >= 1048576 && n % 1048576 == 0) printf "%d MiB", n / 1048576;
+                                  else if (n >= 1024 && n % 1024 == 0) printf "%d KiB", n / 1024; else printf "%d B", n }'; }
+
+echo
+echo "# medians over $rounds rounds: tag_lat us (lower is better), tag_bw GB/s (higher is better)"
+printf '%-16s' "test"; for c in "${cfgs[@]}"; do printf '%14s' "${c%% *}"; done; printf '\n'
+for t in "${tests[@]}"; do
+  read -r test size <<<"$t"
+  printf '%-16s' "$test $(human "$size")"
+  for c in "${cfgs[@]}"; do printf '%14s' "$(med "${c%% *}" "$test" "$size")"; done
+  printf '\n'
+done
+
+# bars: gdx-shm against ucx-posix (when both ran); checks: this module against the baseline module
+if [ -n "${res[gdx-shm,tag_lat,8]:-}" ] && [ -n "${res[ucx-posix,tag_lat,8]:-}" ]; then
+  g=$(med gdx-shm tag_lat 8) p=$(med ucx-posix tag_lat 8)
+  echo "bar UCP tag_lat 8 B over gdx_shm <= UCX posix (us; ratio = posix/gdx, higher is better): gdx $g vs posix $p = $(ratio "$p" "$g")x"
+  for s in $sizes; do
+    g=$(med gdx-shm tag_bw "$s") p=$(med ucx-posix tag_bw "$s")
+    echo "bar UCP tag_bw $(human "$s") over gdx_shm >= UCX posix (GB/s; ratio = gdx/posix): gdx $g vs posix $p = $(ratio "$g" "$p")x"
+  done
+fi
+if [ -n "$base_module" ]; then
+  for c in "${cfgs[@]}"; do
+    name=${c%% *}
+    [[ "$name" == gdx-* ]] || continue
+    for t in "${tests[@]}"; do
+      read -r test size <<<"$t"
+      a=$(med "$name" "$test" "$size") b=$(med "base-$name" "$test" "$size")
+      if [ "$test" = tag_lat ]; then q=$(ratio "$b" "$a"); else q=$(ratio "$a" "$b"); fi
+      echo "check $name $test $(human "$size") vs the baseline module (higher is better): this $a vs baseline $b = ${q}x"
+    done
+  done
 fi

@@ -24,6 +24,8 @@
 
 #define UCT_GDX_AUX_NAME      "gdx_aux"
 #define UCT_GDX_AUX_MAX_BCOPY (32u * 1024)   /* a wire-up message of a few transports is < 4 KiB */
+/* progress() reads the socket itself on every this-many-th call only (a power of two); see its comment. */
+#define UCT_GDX_AUX_DRAIN_EVERY 1024u
 
 typedef struct {
     uint32_t pid;
@@ -37,6 +39,9 @@ typedef struct {
     uint64_t           system_id;
     ucs_queue_head_t   pending;   /* requests waiting for socket buffer space, all endpoints */
     ucs_queue_head_t   deferred;  /* messages read by the async handler for handlers that are not async-safe */
+    int                work;      /* pending or deferred may be non-empty: written under the async lock, read
+                                   * without it by progress() (__atomic) */
+    unsigned           calls;     /* progress() calls (the owner's thread only) */
     uint8_t            tx[UCT_GDX_AUX_MAX_BCOPY + 1];
     uint8_t            rx[UCT_GDX_AUX_MAX_BCOPY + 1];
 } uct_gdx_aux_iface_t;
@@ -109,6 +114,7 @@ static unsigned uct_gdx_aux_drain(uct_gdx_aux_iface_t *iface, int async)
         msg->length = (size_t)n - 1;
         memcpy(msg->data, iface->rx + 1, msg->length);
         ucs_queue_push(&iface->deferred, &msg->queue);
+        __atomic_store_n(&iface->work, 1, __ATOMIC_RELEASE);
     }
 }
 
@@ -124,6 +130,16 @@ static unsigned uct_gdx_aux_iface_progress(uct_iface_h tl_iface)
     uct_gdx_aux_deferred_t *msg;
     unsigned count = 0;
 
+    /* The worker's async context reads the socket (CB_ASYNC: uct_gdx_aux_async_cb, or UCP's check of missed
+     * events when it was blocked), so progress() only has work when that handed messages over or requests wait
+     * for buffer space. UCP calls this in every worker progress, next to the data transports: a recv() here on
+     * each call cost ~400 ns, 45% of a gdx_shm tag_lat receiver's time (bench/results/uct-small-2026-11-25).
+     * Every UCT_GDX_AUX_DRAIN_EVERY-th call still reads the socket, for an async context that is only ever
+     * polled by its owner. */
+    if (!__atomic_load_n(&iface->work, __ATOMIC_ACQUIRE) && ((++iface->calls & (UCT_GDX_AUX_DRAIN_EVERY - 1)) != 0)) {
+        return 0;
+    }
+
     /* The async handler (uct_gdx_aux_async_cb) runs with the worker's async context blocked and uses the same
      * receive buffer and deferred queue: blocking it here makes the two exclusive. Without it both threads could
      * recv into iface->rx at once, and a wire-up message could be lost, garbled or handled twice. */
@@ -136,6 +152,8 @@ static unsigned uct_gdx_aux_iface_progress(uct_iface_h tl_iface)
     }
     count += uct_gdx_aux_drain(iface, 0);
     uct_pending_queue_dispatch(priv, &iface->pending, 1);
+    __atomic_store_n(&iface->work, !ucs_queue_is_empty(&iface->pending) || !ucs_queue_is_empty(&iface->deferred),
+                     __ATOMIC_RELEASE);
     UCT_GDX_ASYNC_UNBLOCK(&iface->super);
     return count;
 }
@@ -227,6 +245,7 @@ static ucs_status_t uct_gdx_aux_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t
     priv->ep = ucs_derived_of(tl_ep, uct_gdx_aux_ep_t);
     UCT_GDX_ASYNC_BLOCK(&iface->super);
     ucs_queue_push(&iface->pending, &priv->queue);
+    __atomic_store_n(&iface->work, 1, __ATOMIC_RELEASE); /* progress() dispatches it when the socket has room */
     UCT_GDX_ASYNC_UNBLOCK(&iface->super);
     return UCS_OK;
 }
@@ -313,6 +332,8 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_aux_iface_t, uct_md_h md, uct_worker_h worker
                               params, tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(UCT_GDX_AUX_NAME));
     ucs_queue_head_init(&self->pending);
     ucs_queue_head_init(&self->deferred);
+    self->work  = 0;
+    self->calls = 0;
     self->system_id = ucs_get_system_id();
     self->addr.pid  = (uint32_t)getpid();
     self->addr.id   = __atomic_fetch_add(&uct_gdx_aux_next_id, 1, __ATOMIC_RELAXED);
@@ -327,7 +348,7 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_aux_iface_t, uct_md_h md, uct_worker_h worker
         status = UCS_ERR_IO_ERROR;
         goto err_close;
     }
-    /* CB_ASYNC: the worker's async context reads the socket when the owner is not calling progress. */
+    /* CB_ASYNC: the worker's async context reads the socket; progress() runs what it could not deliver there. */
     status = ucs_async_set_event_handler(priv_worker->async->mode, self->fd, UCS_EVENT_SET_EVREAD,
                                          uct_gdx_aux_async_cb, self, priv_worker->async);
     if (status != UCS_OK) {
