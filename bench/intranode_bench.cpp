@@ -159,31 +159,6 @@ void connect_or_die(Transport &t, const std::vector<uint8_t> &peer_addr) {
     }
 }
 
-std::string hex(const uint8_t *p, size_t n) {
-    static const char *d = "0123456789abcdef";
-    std::string s;
-    for (size_t i = 0; i < n; ++i) {
-        s += d[p[i] >> 4];
-        s += d[p[i] & 15];
-    }
-    return s;
-}
-
-std::vector<uint8_t> unhex(const std::string &s) {
-    std::vector<uint8_t> v;
-    auto nib = [](char c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; };
-    for (size_t i = 0; i + 1 < s.size(); i += 2) v.push_back(static_cast<uint8_t>(nib(s[i]) << 4 | nib(s[i + 1])));
-    return v;
-}
-
-std::vector<std::string> words(const std::string &s) {
-    std::istringstream is(s);
-    std::vector<std::string> v;
-    std::string w;
-    while (is >> w) v.push_back(w);
-    return v;
-}
-
 gdx_status_t issue(tp::Interface &ifc, const std::function<gdx_status_t()> &f) {
     gdx_status_t st;
     while ((st = f()) == GDX_ERR_NO_RESOURCE) ifc.progress();

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "fallback/engine.h"
-#include "loop_transport.h"
+#include "support/loop_transport.h"
 #include "memtype/memtype.h"
 
 #include <gtest/gtest.h>

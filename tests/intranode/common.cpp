@@ -35,31 +35,6 @@ long long check_pattern(const uint8_t *p, size_t len, uint64_t seed, uint64_t fi
     return -1;
 }
 
-std::string to_hex(const std::vector<uint8_t> &v) {
-    static const char *d = "0123456789abcdef";
-    std::string s;
-    for (uint8_t b : v) {
-        s += d[b >> 4];
-        s += d[b & 15];
-    }
-    return s;
-}
-
-std::vector<uint8_t> from_hex(const std::string &s) {
-    std::vector<uint8_t> v;
-    auto nib = [](char c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; };
-    for (size_t i = 0; i + 1 < s.size(); i += 2) v.push_back(static_cast<uint8_t>(nib(s[i]) << 4 | nib(s[i + 1])));
-    return v;
-}
-
-std::vector<std::string> split(const std::string &s) {
-    std::istringstream is(s);
-    std::vector<std::string> v;
-    std::string w;
-    while (is >> w) v.push_back(w);
-    return v;
-}
-
 const char *kind_name(Kind k) {
     switch (k) {
     case Kind::Host: return "host";

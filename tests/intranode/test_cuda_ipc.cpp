@@ -215,7 +215,7 @@ TEST_F(IpcP2pOff, P2pYesFailsClearlyWhenImpossible) {
     // GDX_P2P=yes its connect must fail loudly instead of leaving put/get to fail later.
     start("cuda_ipc", "GPU1", {"CUDA_VISIBLE_DEVICES=0", "GDX_P2P=yes"}, {}, {}, {"--device", "GPU0", "--gpu", "0"});
     ASSERT_FALSE(peer_failed);
-    EXPECT_EQ(call("connect " + to_hex(ep->address())), "err " + std::to_string(GDX_ERR_UNREACHABLE));
+    EXPECT_EQ(call("connect " + hex(ep->address())), "err " + std::to_string(GDX_ERR_UNREACHABLE));
 }
 
 // kCapPeerMap on cuda_ipc, with GDX_P2P=no (it concerns GPU memory only): the contract shm is held to

@@ -93,10 +93,10 @@ TEST_P(ShmPair, PeerInitiatedPutGet) {
         char addr[32];
         std::snprintf(addr, sizeof(addr), "%llx", static_cast<unsigned long long>(
                                                       reinterpret_cast<uintptr_t>(mine->ptr()) + 3));
-        EXPECT_EQ(call("put p 2 " + std::to_string(len) + " " + addr + " " + to_hex(rk)), "done 0");
+        EXPECT_EQ(call("put p 2 " + std::to_string(len) + " " + addr + " " + hex(rk)), "done 0");
         EXPECT_EQ(check_pattern(mine->ptr() + 3, len, 33, 2), -1);
         EXPECT_EQ(check_pattern(mine->ptr(), 3, 21), -1);
-        EXPECT_EQ(call("get p 1 " + std::to_string(len) + " " + addr + " " + to_hex(rk)), "done 0");
+        EXPECT_EQ(call("get p 1 " + std::to_string(len) + " " + addr + " " + hex(rk)), "done 0");
         EXPECT_EQ(check_remote("p", 1, len, 33, 2), "ok"); // read back what it just wrote
         fill_pattern(mine->ptr(), mine->size(), 21);
         ASSERT_EQ(call("fill p 33"), "ok"); // the get above overwrote part of it

@@ -1,4 +1,4 @@
-#include "loop_transport.h"
+#include "support/loop_transport.h"
 
 #include "core/error.h"
 #include "transport/wire.h"
