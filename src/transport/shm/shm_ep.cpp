@@ -1,6 +1,7 @@
 // shm endpoint: operations, their completion, and the target side of the protocol (README.md, "put/get").
 #include "core/error.h"
 #include "memtype/access_probe.h"
+#include "transport/ep_checks.h"
 #include "transport/refusal_log.h"
 #include "transport/shm/cma.h"
 #include "transport/shm/shm_iface.h"
@@ -125,13 +126,7 @@ gdx_status_t ShmEp::check_op(const char *what, size_t len, const RemoteKey &rkey
     if (*key == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: remote key was not unpacked by the shm memory domain", what);
     // Early refusal from the key's own claims (the target checks its table again, trusting none of this).
-    if ((rkey.access() & need) != need)
-        return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp, "%s: remote key does not grant %s", what,
-                        need == kAccessRemoteWrite ? "remote write" : "remote read");
-    if (!wire::range_inside(raddr, len, rkey.base(), rkey.length()))
-        return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp,
-                        "%s: [0x%" PRIx64 ", +%zu) is outside the remote key's [0x%" PRIx64 ", +%" PRIu64 ")", what,
-                        raddr, len, rkey.base(), rkey.length());
+    if ((st = check_key_claims(*iface_, what, raddr, len, rkey, need)) != GDX_OK) return st;
     if (fence_) {
         if (active_ > 0 || !sendq_.empty()) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
         fence_ = false;
@@ -184,8 +179,8 @@ bool ShmEp::push_put_data(Op &op) {
 gdx_status_t ShmEp::put(const void *buf, size_t len, const MemHandle *, uint64_t remote_addr, const RemoteKey &rkey,
                         Completion *comp) {
     const ShmRemoteKey *key = nullptr;
-    if (buf == nullptr && len != 0) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "put: null buffer");
-    gdx_status_t st = check_op("put", len, rkey, remote_addr, kAccessRemoteWrite, &key);
+    gdx_status_t st = check_rma_buffer(*iface_, "put", buf, len, iface_->caps().max_put);
+    if (st == GDX_OK) st = check_op("put", len, rkey, remote_addr, kAccessRemoteWrite, &key);
     if (st != GDX_OK || len == 0) return st;
     return issue(OpKind::Put, static_cast<uint8_t *>(const_cast<void *>(buf)), len, remote_addr, *key, comp);
 }
@@ -193,20 +188,17 @@ gdx_status_t ShmEp::put(const void *buf, size_t len, const MemHandle *, uint64_t
 gdx_status_t ShmEp::get(void *buf, size_t len, const MemHandle *, uint64_t remote_addr, const RemoteKey &rkey,
                         Completion *comp) {
     const ShmRemoteKey *key = nullptr;
-    if (buf == nullptr && len != 0) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "get: null buffer");
-    gdx_status_t st = check_op("get", len, rkey, remote_addr, kAccessRemoteRead, &key);
+    gdx_status_t st = check_rma_buffer(*iface_, "get", buf, len, iface_->caps().max_get);
+    if (st == GDX_OK) st = check_op("get", len, rkey, remote_addr, kAccessRemoteRead, &key);
     if (st != GDX_OK || len == 0) return st;
     return issue(OpKind::Get, static_cast<uint8_t *>(buf), len, remote_addr, *key, comp);
 }
 
 gdx_status_t ShmEp::am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
                              const MemHandle *, Completion *) {
-    const Capabilities &c = iface_->caps();
-    if (id >= kMaxAmId || header_len > c.max_am_short || header_len + len > c.max_am_zcopy ||
-        (header == nullptr && header_len) || (payload == nullptr && len))
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am id %u: %zu+%zu bytes (limits: id < %u, header %zu, total %zu)",
-                        id, header_len, len, kMaxAmId, c.max_am_short, c.max_am_zcopy);
-    gdx_status_t st = ch_.status();
+    gdx_status_t st = check_am_zcopy(*iface_, id, header, header_len, payload, len);
+    if (st != GDX_OK) return st;
+    st = ch_.status();
     if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE;
     if (st != GDX_OK) return st;
     if (fence_) {
@@ -218,16 +210,12 @@ gdx_status_t ShmEp::am_zcopy(uint8_t id, const void *header, size_t header_len, 
 }
 
 gdx_status_t ShmEp::am_short(uint8_t id, const void *data, size_t len) {
-    if (len > iface_->caps().max_am_short)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_short of %zu bytes (max %zu)", len,
-                        iface_->caps().max_am_short);
+    if (gdx_status_t st = check_am_short(*iface_, id, data, len); st != GDX_OK) return st;
     return am_zcopy(id, data, len, nullptr, 0, nullptr, nullptr);
 }
 
 gdx_status_t ShmEp::am_bcopy(uint8_t id, const void *data, size_t len) {
-    if (len > iface_->caps().max_am_bcopy)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_bcopy of %zu bytes (max %zu)", len,
-                        iface_->caps().max_am_bcopy);
+    if (gdx_status_t st = check_am_bcopy(*iface_, id, data, len); st != GDX_OK) return st;
     return am_zcopy(id, nullptr, 0, data, len, nullptr, nullptr);
 }
 
@@ -472,7 +460,7 @@ bool ShmEp::on_record(const RecHdr &h, const uint8_t *rec) {
     size_t blen = h.len - sizeof(RecHdr);
     const uint8_t *body = rec + sizeof(RecHdr);
     switch (h.type) {
-    case kRecAm: iface_->deliver_am(this, h.id, body, blen); break;
+    case kRecAm: iface_->dispatch_am(h.id, this, body, blen); break;
     case kRecPutReq: handle_cma_request(true, body, blen); break;
     case kRecGetReq: {
         ReqBody r;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/log.h"
+#include "transport/iface_base.h"
 #include "transport/pending_queue.h"
 #include "transport/rkey_table.h"
 #include "transport/shm/hub.h"
@@ -208,17 +209,14 @@ struct ShmTunables {
     int64_t peer_timeout_ns = 10'000'000'000;
 };
 
-class ShmIface final : public Interface {
+class ShmIface final : public InterfaceBase {
   public:
     static gdx_status_t create(const Config &cfg, std::unique_ptr<Interface> *out);
     ~ShmIface() override;
 
-    std::string_view transport_name() const override { return "shm"; }
     std::string_view device_name() const override { return "memory"; }
-    const Capabilities &caps() const override { return caps_; }
     MemoryDomain &md() override { return md_; }
     gdx_status_t ep_create(std::unique_ptr<Endpoint> *out) override;
-    gdx_status_t set_am_handler(uint8_t id, AmHandler fn, void *arg) override;
     unsigned progress() override;
     int wakeup_fd() const override { return hub_->wakeup_fd(); }
     gdx_status_t arm_wakeup() override;
@@ -228,7 +226,6 @@ class ShmIface final : public Interface {
     const ShmTunables &tun() const { return tun_; }
     void add_ep(ShmEp *ep) { eps_.push_back(ep); }
     void remove_ep(ShmEp *ep);
-    void deliver_am(ShmEp *ep, uint8_t id, const void *data, size_t len);
     // Performs grants posted to any endpoint of this interface (called while a target waits for its initiator,
     // so that two processes waiting on each other's grants both move).
     void service_grants();
@@ -237,15 +234,10 @@ class ShmIface final : public Interface {
     void quiesce_key(uint64_t key);
 
   private:
-    ShmIface() = default;
+    ShmIface() : InterfaceBase("shm") {}
     std::unique_ptr<Hub> hub_;
     ShmMd md_;
-    Capabilities caps_;
     ShmTunables tun_;
-    struct Handler {
-        AmHandler fn = nullptr;
-        void *arg = nullptr;
-    } handlers_[kMaxAmId];
     std::vector<ShmEp *> eps_;
 };
 

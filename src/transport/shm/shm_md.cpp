@@ -38,13 +38,8 @@ gdx_status_t ShmMemHandle::pack_rkey(std::span<uint8_t> out) const {
 
 gdx_status_t ShmMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
                             std::unique_ptr<MemHandle> *out) {
+    if (gdx_status_t st = check_mem_reg(kComp, {}, addr, len, info, access, out); st != GDX_OK) return st;
     uintptr_t a = reinterpret_cast<uintptr_t>(addr);
-    if (out == nullptr || addr == nullptr || len == 0 || a + len < a)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg(%p, %zu): null address, zero length or wrap", addr,
-                        len);
-    if ((access & ~static_cast<unsigned>(kAccessAll)) != 0 || access == 0)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg: access bits 0x%x", access);
-    if (gdx_status_t st = check_reg_access(addr, len, info, access, kComp); st != GDX_OK) return st;
     auto h = std::make_unique<ShmMemHandle>(addr, len, info, access, table_, quiescer_);
     ChunkReg c;
     c.offset = 0;

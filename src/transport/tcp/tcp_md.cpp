@@ -51,16 +51,7 @@ gdx_status_t TcpMemHandle::pack_rkey(std::span<uint8_t> out) const {
 
 gdx_status_t TcpMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
                             std::unique_ptr<MemHandle> *out) {
-    if (out == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "mem_reg: null output handle");
-    if (addr == nullptr || len == 0)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "mem_reg: %s (addr %p, length %zu)",
-                        addr == nullptr ? "null address" : "zero length", addr, len);
-    if (access == 0 || (access & ~static_cast<unsigned>(kAccessAll)) != 0)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "mem_reg: access flags 0x%x (must be a non-empty subset of 0x%x)",
-                        access, static_cast<unsigned>(kAccessAll));
-    if (reinterpret_cast<uintptr_t>(addr) > UINTPTR_MAX - len)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "mem_reg: range %p+%zu wraps around", addr, len);
-    if (gdx_status_t st = check_reg_access(addr, len, info, access, "tcp"); st != GDX_OK) return st;
+    if (gdx_status_t st = check_mem_reg("tcp", {}, addr, len, info, access, out); st != GDX_OK) return st;
     std::unique_ptr<TcpMemHandle> h;
     try {
         h = std::make_unique<TcpMemHandle>(addr, len, info, access, table_);
