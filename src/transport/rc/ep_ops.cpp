@@ -42,6 +42,8 @@ gdx_status_t RcEndpoint::rdma(bool write, void *buf, size_t len, const MemHandle
         uint32_t rkey32 = 0, lkey = 0;
         size_t rcontig = 0, lcontig = len - off;
         std::string why;
+        // The lookup finds the NIC rkey of the chunk holding raddr + off, which the work request needs; its range
+        // and rights check comes with it (the NIC enforces the registration at the target in any case).
         if (gdx_status_t st = rk->lookup(raddr + off, len - off, write ? kAccessRemoteWrite : kAccessRemoteRead, &rkey32,
                                          &rcontig, &why); st != GDX_OK)
             return GDX_FAIL(st, kComp, "%s: %s of %zu bytes at 0x%llx refused before posting: %s", port, op, len,

@@ -125,7 +125,9 @@ gdx_status_t ShmEp::check_op(const char *what, size_t len, const RemoteKey &rkey
     *key = dynamic_cast<const ShmRemoteKey *>(&rkey);
     if (*key == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: remote key was not unpacked by the shm memory domain", what);
-    // Early refusal from the key's own claims (the target checks its table again, trusting none of this).
+    // Early refusal from the key's own claims (the target checks its table again, trusting none of this). Under
+    // gdx_put it repeats the staging layer's one check (fallback/region_table.h); it stays for the UCX module,
+    // which calls this transport directly.
     if ((st = check_key_claims(*iface_, what, raddr, len, rkey, need)) != GDX_OK) return st;
     if (fence_) {
         if (active_ > 0 || !sendq_.empty()) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence

@@ -137,6 +137,10 @@ gdx_status_t TcpEndpoint::ready_for_op(const char *what) {
     return GDX_OK;
 }
 
+// The initiator's checks of a put or get (check_local, check_remote). Under gdx_put they repeat what the staging
+// layer checked once (fallback/region_table.h); they stay because the UCX module calls this transport directly,
+// where they are the only initiator-side check, and they refuse a bad key without a round trip. What protects
+// the target is its own check against its record (rkey_table.cpp).
 gdx_status_t TcpEndpoint::check_local(const char *what, const void *buf, size_t len, const MemHandle *memh,
                                       unsigned need) {
     if (gdx_status_t st = check_rma_buffer(*iface_, what, buf, len, kMaxBulk); st != GDX_OK) return st;
