@@ -115,14 +115,14 @@ void ShmEp::check_flushes() {
 }
 
 gdx_status_t ShmEp::check_op(const char *what, size_t len, const RemoteKey &rkey, uint64_t raddr, unsigned need,
-                             const ShmRemoteKey **key) {
+                             const SoftRemoteKey **key) {
     gdx_status_t st = ch_.status();
     if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE; // not connected yet: retry after progress()
     if (st != GDX_OK) {
         GDX_DEBUG(kComp, "%s on a failed endpoint: %s", what, gdx_status_string(st));
         return st;
     }
-    *key = dynamic_cast<const ShmRemoteKey *>(&rkey);
+    *key = SoftRemoteKey::of(rkey, wire::TransportId::Shm);
     if (*key == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: remote key was not unpacked by the shm memory domain", what);
     // Early refusal from the key's own claims (the target checks its table again, trusting none of this). Under
@@ -136,7 +136,7 @@ gdx_status_t ShmEp::check_op(const char *what, size_t len, const RemoteKey &rkey
     return GDX_OK;
 }
 
-gdx_status_t ShmEp::issue(OpKind kind, uint8_t *local, size_t len, uint64_t raddr, const ShmRemoteKey &key,
+gdx_status_t ShmEp::issue(OpKind kind, uint8_t *local, size_t len, uint64_t raddr, const SoftRemoteKey &key,
                           Completion *comp) {
     bool cma = len >= iface_->tun().cma_thresh && (ch_.i_can_cma() || ch_.peer_can_cma());
     bool ring_put = kind == OpKind::Put && !cma;
@@ -180,7 +180,7 @@ bool ShmEp::push_put_data(Op &op) {
 
 gdx_status_t ShmEp::put(const void *buf, size_t len, const MemHandle *, uint64_t remote_addr, const RemoteKey &rkey,
                         Completion *comp) {
-    const ShmRemoteKey *key = nullptr;
+    const SoftRemoteKey *key = nullptr;
     gdx_status_t st = check_rma_buffer(*iface_, "put", buf, len, iface_->caps().max_put);
     if (st == GDX_OK) st = check_op("put", len, rkey, remote_addr, kAccessRemoteWrite, &key);
     if (st != GDX_OK || len == 0) return st;
@@ -189,7 +189,7 @@ gdx_status_t ShmEp::put(const void *buf, size_t len, const MemHandle *, uint64_t
 
 gdx_status_t ShmEp::get(void *buf, size_t len, const MemHandle *, uint64_t remote_addr, const RemoteKey &rkey,
                         Completion *comp) {
-    const ShmRemoteKey *key = nullptr;
+    const SoftRemoteKey *key = nullptr;
     gdx_status_t st = check_rma_buffer(*iface_, "get", buf, len, iface_->caps().max_get);
     if (st == GDX_OK) st = check_op("get", len, rkey, remote_addr, kAccessRemoteRead, &key);
     if (st != GDX_OK || len == 0) return st;
@@ -518,7 +518,7 @@ void ShmEp::on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *f
 gdx_status_t ShmEp::map_remote(const RemoteKey &rkey, uint8_t **local) {
     if (local == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "map_remote: null output");
     if (gdx_status_t st = ch_.status(); st != GDX_OK) return st;
-    const auto *key = dynamic_cast<const ShmRemoteKey *>(&rkey);
+    const auto *key = SoftRemoteKey::of(rkey, wire::TransportId::Shm);
     constexpr unsigned kRW = kAccessRemoteRead | kAccessRemoteWrite;
     if (key == nullptr || key->key_id() == 0 || (key->access() & kRW) != kRW) return GDX_ERR_UNSUPPORTED;
     const size_t before = peer_map_.pending();

@@ -7,6 +7,7 @@
 #include "transport/iface_base.h"
 #include "transport/pending_queue.h"
 #include "transport/rkey_table.h"
+#include "transport/soft_key_md.h"
 #include "transport/shm/hub.h"
 #include "transport/shm/peer_map.h"
 #include "transport/shm/shm_proto.h"
@@ -30,43 +31,25 @@ struct GrantQuiescer {
     ShmIface *iface = nullptr; // cleared when the interface closes
 };
 
-class ShmMemHandle final : public MemHandle {
+// A registration whose key, before it is revoked, waits for the copies a peer was granted under it.
+class ShmMemHandle final : public SoftKeyMemHandle {
   public:
     ShmMemHandle(void *addr, size_t len, const mem::MemInfo &info, unsigned access, std::shared_ptr<RkeyTable> t,
-                 std::shared_ptr<GrantQuiescer> q);
+                 std::shared_ptr<GrantQuiescer> q)
+        : SoftKeyMemHandle(addr, len, info, access, wire::TransportId::Shm, std::move(t)), quiescer_(std::move(q)) {}
     ~ShmMemHandle() override;
-    gdx_status_t pack_rkey(std::span<uint8_t> out) const override;
-    uint64_t key_id() const { return key_id_; }
 
   private:
-    friend class ShmMd;
-    std::shared_ptr<RkeyTable> table_;
     std::shared_ptr<GrantQuiescer> quiescer_;
-    uint64_t key_id_ = 0; // 0: opens nothing (no remote rights, or memory shm does not reach)
 };
 
-class ShmRemoteKey final : public RemoteKey {
+// The software-key domain of the transport base (soft_key_md.h), with shm's shared segments.
+class ShmMd final : public SoftKeyMd {
   public:
-    ShmRemoteKey(uint64_t key_id, uint64_t base, uint64_t len, unsigned access) : key_id_(key_id) {
-        base_ = base;
-        length_ = len;
-        access_ = access;
-    }
-    uint64_t key_id() const { return key_id_; }
-
-  private:
-    uint64_t key_id_;
-};
-
-class ShmMd final : public MemoryDomain {
-  public:
-    ShmMd() : table_(std::make_shared<RkeyTable>()), quiescer_(std::make_shared<GrantQuiescer>()) {}
-    std::string_view name() const override { return "shm"; }
-    gdx_status_t mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
-                         std::unique_ptr<MemHandle> *out) override;
-    size_t rkey_packed_size() const override;
-    gdx_status_t rkey_unpack(std::span<const uint8_t> packed, std::unique_ptr<RemoteKey> *out) override;
-    RkeyTable &table() { return *table_; }
+    ShmMd()
+        : SoftKeyMd("shm", wire::TransportId::Shm, "host memory: CPU copies / cross-memory attach",
+                    "GPU memory goes by cuda_ipc, or is staged through shared slots"),
+          quiescer_(std::make_shared<GrantQuiescer>()) {}
     GrantQuiescer &quiescer() { return *quiescer_; }
 
     // Shared segments (memfd, 0600, size-sealed) a peer may map once it holds a key to all of one (peer_map.h).
@@ -75,7 +58,9 @@ class ShmMd final : public MemoryDomain {
     const SharedSegments &shared() const { return shared_; }
 
   private:
-    std::shared_ptr<RkeyTable> table_;
+    std::unique_ptr<SoftKeyMemHandle> make_handle(void *addr, size_t len, const mem::MemInfo &info,
+                                                  unsigned access) override;
+
     std::shared_ptr<GrantQuiescer> quiescer_;
     SharedSegments shared_{"shm"};
 };
@@ -159,8 +144,8 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     };
 
     gdx_status_t check_op(const char *what, size_t len, const RemoteKey &rkey, uint64_t raddr, unsigned need,
-                          const ShmRemoteKey **key);
-    gdx_status_t issue(OpKind kind, uint8_t *local, size_t len, uint64_t raddr, const ShmRemoteKey &key,
+                          const SoftRemoteKey **key);
+    gdx_status_t issue(OpKind kind, uint8_t *local, size_t len, uint64_t raddr, const SoftRemoteKey &key,
                        Completion *comp);
     Op *alloc_op();
     Op *find_op(uint64_t id);

@@ -145,7 +145,7 @@ gdx_status_t TcpEndpoint::check_local(const char *what, const void *buf, size_t 
                                       unsigned need) {
     if (gdx_status_t st = check_rma_buffer(*iface_, what, buf, len, kMaxBulk); st != GDX_OK) return st;
     if (memh == nullptr) return GDX_OK; // host memory needs no local registration with tcp
-    if (dynamic_cast<const TcpMemHandle *>(memh) == nullptr)
+    if (SoftKeyMemHandle::of(memh, wire::TransportId::Tcp) == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: memory handle registered with another transport", what);
     uintptr_t b = reinterpret_cast<uintptr_t>(buf), base = reinterpret_cast<uintptr_t>(memh->addr());
     if (!wire::range_inside(b, len, base, memh->length()))
@@ -162,7 +162,7 @@ gdx_status_t TcpEndpoint::check_local(const char *what, const void *buf, size_t 
 
 gdx_status_t TcpEndpoint::check_remote(const char *what, uint64_t addr, size_t len, const RemoteKey &rkey,
                                        unsigned need, uint64_t *key_id) {
-    const auto *k = dynamic_cast<const TcpRemoteKey *>(&rkey);
+    const SoftRemoteKey *k = SoftRemoteKey::of(rkey, wire::TransportId::Tcp);
     if (k == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: remote key unpacked by another transport", what);
     if (gdx_status_t st = check_key_claims(*iface_, what, addr, len, rkey, need); st != GDX_OK) return st;
     *key_id = k->key_id();
