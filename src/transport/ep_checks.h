@@ -66,4 +66,24 @@ inline gdx_status_t check_key_claims(const InterfaceBase &iface, const char *op,
     return detail::refuse_key(iface, op, addr, len, k, need);
 }
 
+// An endpoint whose am_zcopy copies the bytes out before it returns (shm and cuda_ipc: into the peer's ring), so
+// am_short and am_bcopy are am_zcopy after their own checks: the bytes as the header (short) or the payload (bcopy).
+class RingAmEndpoint : public Endpoint {
+  public:
+    gdx_status_t am_short(uint8_t id, const void *data, size_t len) final {
+        if (gdx_status_t st = check_am_short(am_iface_, id, data, len); st != GDX_OK) return st;
+        return am_zcopy(id, data, len, nullptr, 0, nullptr, nullptr);
+    }
+    gdx_status_t am_bcopy(uint8_t id, const void *data, size_t len) final {
+        if (gdx_status_t st = check_am_bcopy(am_iface_, id, data, len); st != GDX_OK) return st;
+        return am_zcopy(id, nullptr, 0, data, len, nullptr, nullptr);
+    }
+
+  protected:
+    explicit RingAmEndpoint(const InterfaceBase &iface) : am_iface_(iface) {}
+
+  private:
+    const InterfaceBase &am_iface_; // whose caps() limit the messages
+};
+
 } // namespace gdx::tp

@@ -20,7 +20,8 @@ constexpr size_t kMaxDeferredBytes = 8u << 20; // and their bytes
 } // namespace
 
 CudaIpcEp::CudaIpcEp(CudaIpcIface *iface)
-    : iface_(iface), ch_(&iface->hub(), this, kAddrExtra), peer_map_(&ch_, kComp) {
+    : RingAmEndpoint(*iface), iface_(iface), ch_(&iface->hub(), this, kAddrExtra),
+      peer_map_(&ch_, kComp) {
     ops_.resize(kMaxOps);
     for (uint32_t i = kMaxOps; i-- > 0;) free_ops_.push_back(i);
     iface_->add_ep(this);
@@ -275,16 +276,6 @@ gdx_status_t CudaIpcEp::am_zcopy(uint8_t id, const void *header, size_t header_l
     deferred_bytes_ += d.bytes.size();
     deferred_.push_back(std::move(d));
     return GDX_OK;
-}
-
-gdx_status_t CudaIpcEp::am_short(uint8_t id, const void *data, size_t len) {
-    if (gdx_status_t st = check_am_short(*iface_, id, data, len); st != GDX_OK) return st;
-    return am_zcopy(id, data, len, nullptr, 0, nullptr, nullptr);
-}
-
-gdx_status_t CudaIpcEp::am_bcopy(uint8_t id, const void *data, size_t len) {
-    if (gdx_status_t st = check_am_bcopy(*iface_, id, data, len); st != GDX_OK) return st;
-    return am_zcopy(id, nullptr, 0, data, len, nullptr, nullptr);
 }
 
 void CudaIpcEp::drain() {

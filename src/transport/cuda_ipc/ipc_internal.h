@@ -3,6 +3,7 @@
 
 #include "transport/cuda_ipc/ipc_cache.h"
 #include "transport/cuda_ipc/ipc_iface.h"
+#include "transport/ep_checks.h"
 #include "transport/iface_base.h"
 #include "transport/pending_queue.h"
 #include "transport/shm/hub.h"
@@ -33,7 +34,7 @@ struct RevokeBody {
 inline constexpr size_t kBusIdLen = 16;
 inline constexpr size_t kAddrExtra = kBusIdLen + 8; // PCI bus id (NUL padded), device ordinal, reserved
 
-class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
+class CudaIpcEp final : public RingAmEndpoint, public shm::ChannelOwner {
   public:
     explicit CudaIpcEp(CudaIpcIface *iface);
     ~CudaIpcEp() override;
@@ -45,8 +46,7 @@ class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
                      const RemoteKey &rkey, Completion *comp) override;
     gdx_status_t get(void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr, const RemoteKey &rkey,
                      Completion *comp) override;
-    gdx_status_t am_short(uint8_t id, const void *data, size_t len) override;
-    gdx_status_t am_bcopy(uint8_t id, const void *data, size_t len) override;
+    // am_short, am_bcopy: RingAmEndpoint's (through am_zcopy)
     gdx_status_t am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
                           const MemHandle *memh, Completion *comp) override;
     gdx_status_t flush(Completion *comp) override;

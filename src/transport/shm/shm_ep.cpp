@@ -35,7 +35,8 @@ template <class T> bool body_of(const RecHdr &h, const uint8_t *rec, T *out) {
 }
 } // namespace
 
-ShmEp::ShmEp(ShmIface *iface) : iface_(iface), ch_(&iface->hub(), this, 0), peer_map_(&ch_, kComp) {
+ShmEp::ShmEp(ShmIface *iface)
+    : RingAmEndpoint(*iface), iface_(iface), ch_(&iface->hub(), this, 0), peer_map_(&ch_, kComp) {
     ops_.resize(kMaxOps);
     free_ops_.reserve(kMaxOps);
     for (uint32_t i = kMaxOps; i-- > 0;) free_ops_.push_back(i);
@@ -209,16 +210,6 @@ gdx_status_t ShmEp::am_zcopy(uint8_t id, const void *header, size_t header_len, 
     }
     // Copied into the peer's ring at once: the caller's buffers are free again when this returns.
     return ch_.push(kRecAm, id, 0, header, header_len, payload, len) ? GDX_OK : GDX_ERR_NO_RESOURCE;
-}
-
-gdx_status_t ShmEp::am_short(uint8_t id, const void *data, size_t len) {
-    if (gdx_status_t st = check_am_short(*iface_, id, data, len); st != GDX_OK) return st;
-    return am_zcopy(id, data, len, nullptr, 0, nullptr, nullptr);
-}
-
-gdx_status_t ShmEp::am_bcopy(uint8_t id, const void *data, size_t len) {
-    if (gdx_status_t st = check_am_bcopy(*iface_, id, data, len); st != GDX_OK) return st;
-    return am_zcopy(id, nullptr, 0, data, len, nullptr, nullptr);
 }
 
 gdx_status_t ShmEp::flush(Completion *comp) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/log.h"
+#include "transport/ep_checks.h"
 #include "transport/iface_base.h"
 #include "transport/pending_queue.h"
 #include "transport/rkey_table.h"
@@ -83,7 +84,7 @@ struct ShmExtra {
 
 // ---- endpoint -------------------------------------------------------------------------------------------
 
-class ShmEp final : public Endpoint, public ChannelOwner {
+class ShmEp final : public RingAmEndpoint, public ChannelOwner {
   public:
     explicit ShmEp(ShmIface *iface);
     ~ShmEp() override;
@@ -95,8 +96,7 @@ class ShmEp final : public Endpoint, public ChannelOwner {
                      const RemoteKey &rkey, Completion *comp) override;
     gdx_status_t get(void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr, const RemoteKey &rkey,
                      Completion *comp) override;
-    gdx_status_t am_short(uint8_t id, const void *data, size_t len) override;
-    gdx_status_t am_bcopy(uint8_t id, const void *data, size_t len) override;
+    // am_short, am_bcopy: RingAmEndpoint's (through am_zcopy)
     gdx_status_t am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
                           const MemHandle *memh, Completion *comp) override;
     gdx_status_t flush(Completion *comp) override;
