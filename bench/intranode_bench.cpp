@@ -11,6 +11,7 @@
 #include "intranode_bench.h"
 
 #include "core/error.h"
+#include "transport/open_interfaces.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -135,12 +136,13 @@ void open_or_die(const std::string &transport, const std::string &device, Transp
         std::exit(2);
     }
     config_apply_logging(t->cfg, &err);
-    tp::Component *c = tp::find_component(transport);
-    std::vector<tp::DeviceDesc> devs;
-    if (c) c->query_devices(&devs);
-    for (auto &d : devs)
-        if (d.name == device && c->open(d, t->cfg, &t->iface) == GDX_OK && t->iface->ep_create(&t->ep) == GDX_OK)
-            return;
+    tp::OpenRequest req;
+    req.device = device;
+    if (tp::Component *c = tp::find_component(transport); c != nullptr) {
+        tp::OpenOutcome o = tp::open_interface(*c, t->cfg, req);
+        t->iface = std::move(o.iface);
+        if (o.status == GDX_OK && t->iface->ep_create(&t->ep) == GDX_OK) return;
+    }
     std::fprintf(stderr, "cannot open %s/%s: %s\n", transport.c_str(), device.c_str(), last_error().c_str());
     std::exit(2);
 }

@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include "core/error.h"
+#include "transport/open_interfaces.h"
 #include "memtype/cuda_driver.h"
 #include "memtype/memtype.h"
 
@@ -262,11 +263,12 @@ gdx_status_t open_transport(const std::string &transport, const std::string &dev
     config_apply_logging(out->cfg, &err); // GDX_LOG_LEVEL=debug in the environment debugs both processes
     tp::Component *c = tp::find_component(transport);
     if (c == nullptr) return GDX_FAIL(GDX_ERR_NOT_FOUND, "test", "no transport %s", transport.c_str());
-    std::vector<tp::DeviceDesc> devs;
-    if ((st = c->query_devices(&devs)) != GDX_OK) return st;
-    for (const tp::DeviceDesc &d : devs)
-        if (d.name == device) return c->open(d, out->cfg, &out->iface);
-    return GDX_FAIL(GDX_ERR_NO_DEVICE, "test", "transport %s has no device %s", transport.c_str(), device.c_str());
+    tp::OpenRequest req;
+    req.device = device;
+    tp::OpenOutcome o = tp::open_interface(*c, out->cfg, req);
+    out->iface = std::move(o.iface);
+    if (o.status != GDX_ERR_NO_DEVICE || o.devices != 0) return o.status; // opened, or its own error
+    return GDX_FAIL(o.status, "test", "transport %s has no device %s", transport.c_str(), device.c_str());
 }
 
 gdx_status_t run_op(tp::Interface &ifc, const std::function<gdx_status_t(tp::Completion *)> &issue,

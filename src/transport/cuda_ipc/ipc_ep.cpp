@@ -3,6 +3,7 @@
 #include "transport/cuda_ipc/ipc_internal.h"
 
 #include "core/error.h"
+#include "transport/ep_checks.h"
 #include "transport/wire.h"
 
 #include <cinttypes>
@@ -19,7 +20,8 @@ constexpr size_t kMaxDeferredBytes = 8u << 20; // and their bytes
 } // namespace
 
 CudaIpcEp::CudaIpcEp(CudaIpcIface *iface)
-    : iface_(iface), ch_(&iface->hub(), this, kAddrExtra), peer_map_(&ch_, kComp) {
+    : RingAmEndpoint(*iface), iface_(iface), ch_(&iface->hub(), this, kAddrExtra),
+      peer_map_(&ch_, kComp) {
     ops_.resize(kMaxOps);
     for (uint32_t i = kMaxOps; i-- > 0;) free_ops_.push_back(i);
     iface_->add_ep(this);
@@ -257,11 +259,7 @@ bool CudaIpcEp::push_am(uint8_t id, const void *h, size_t hl, const void *p, siz
 
 gdx_status_t CudaIpcEp::am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
                                  const MemHandle *memh, Completion *) {
-    const Capabilities &c = iface_->caps();
-    if (id >= kMaxAmId || header_len > c.max_am_short || header_len + len > c.max_am_zcopy ||
-        (header == nullptr && header_len) || (payload == nullptr && len))
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am id %u: %zu+%zu bytes (limits: id < %u, header %zu, total %zu)",
-                        id, header_len, len, kMaxAmId, c.max_am_short, c.max_am_zcopy);
+    if (gdx_status_t st = check_am_zcopy(*iface_, id, header, header_len, payload, len); st != GDX_OK) return st;
     if (memh != nullptr && len != 0 && !memh->info().host_accessible)
         return GDX_FAIL(GDX_ERR_UNSUPPORTED, kComp, "am_zcopy payload in GPU memory: use put, then an AM");
     gdx_status_t st = ready_for_op();
@@ -278,20 +276,6 @@ gdx_status_t CudaIpcEp::am_zcopy(uint8_t id, const void *header, size_t header_l
     deferred_bytes_ += d.bytes.size();
     deferred_.push_back(std::move(d));
     return GDX_OK;
-}
-
-gdx_status_t CudaIpcEp::am_short(uint8_t id, const void *data, size_t len) {
-    if (len > iface_->caps().max_am_short)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_short of %zu bytes (max %zu)", len,
-                        iface_->caps().max_am_short);
-    return am_zcopy(id, data, len, nullptr, 0, nullptr, nullptr);
-}
-
-gdx_status_t CudaIpcEp::am_bcopy(uint8_t id, const void *data, size_t len) {
-    if (len > iface_->caps().max_am_bcopy)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_bcopy of %zu bytes (max %zu)", len,
-                        iface_->caps().max_am_bcopy);
-    return am_zcopy(id, nullptr, 0, data, len, nullptr, nullptr);
 }
 
 void CudaIpcEp::drain() {
@@ -338,7 +322,7 @@ bool CudaIpcEp::on_record(const shm::RecHdr &h, const uint8_t *rec) {
     const uint8_t *body = rec + sizeof(shm::RecHdr);
     size_t blen = h.len - sizeof(shm::RecHdr);
     if (h.type == kRecAm) {
-        iface_->deliver_am(this, h.id, body, blen);
+        iface_->dispatch_am(h.id, this, body, blen);
     } else if (h.type == kRecRevoke && blen >= sizeof(RevokeBody)) {
         RevokeBody b;
         std::memcpy(&b, body, sizeof(b));

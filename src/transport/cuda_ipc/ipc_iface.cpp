@@ -85,21 +85,6 @@ gdx_status_t CudaIpcIface::ep_create(std::unique_ptr<Endpoint> *out) {
 
 void CudaIpcIface::remove_ep(CudaIpcEp *ep) { eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end()); }
 
-gdx_status_t CudaIpcIface::set_am_handler(uint8_t id, AmHandler fn, void *arg) {
-    if (id >= kMaxAmId) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "set_am_handler: id %u >= %u", id, kMaxAmId);
-    handlers_[id] = {fn, arg};
-    return GDX_OK;
-}
-
-void CudaIpcIface::deliver_am(CudaIpcEp *ep, uint8_t id, const void *data, size_t len) {
-    if (id >= kMaxAmId || handlers_[id].fn == nullptr) {
-        GDX_LOG_ONCE(log::Level::Warn, kComp, "cuda_ipc:no-am-handler", "active message id %u without handler: dropped",
-                     id);
-        return;
-    }
-    handlers_[id].fn(handlers_[id].arg, ep, data, len);
-}
-
 gdx_status_t CudaIpcIface::submit_copy(void *dst, const void *src, size_t len, CudaIpcEp *ep, uint64_t op_id,
                                        Mapping *map) {
     gdx_status_t st = queue_->copy(dst, src, len, mem::CopyTag{ep, op_id, map});

@@ -3,6 +3,8 @@
 
 #include "transport/cuda_ipc/ipc_cache.h"
 #include "transport/cuda_ipc/ipc_iface.h"
+#include "transport/ep_checks.h"
+#include "transport/iface_base.h"
 #include "transport/pending_queue.h"
 #include "transport/shm/hub.h"
 
@@ -32,7 +34,7 @@ struct RevokeBody {
 inline constexpr size_t kBusIdLen = 16;
 inline constexpr size_t kAddrExtra = kBusIdLen + 8; // PCI bus id (NUL padded), device ordinal, reserved
 
-class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
+class CudaIpcEp final : public RingAmEndpoint, public shm::ChannelOwner {
   public:
     explicit CudaIpcEp(CudaIpcIface *iface);
     ~CudaIpcEp() override;
@@ -44,8 +46,7 @@ class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
                      const RemoteKey &rkey, Completion *comp) override;
     gdx_status_t get(void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr, const RemoteKey &rkey,
                      Completion *comp) override;
-    gdx_status_t am_short(uint8_t id, const void *data, size_t len) override;
-    gdx_status_t am_bcopy(uint8_t id, const void *data, size_t len) override;
+    // am_short, am_bcopy: RingAmEndpoint's (through am_zcopy)
     gdx_status_t am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
                           const MemHandle *memh, Completion *comp) override;
     gdx_status_t flush(Completion *comp) override;
@@ -111,17 +112,14 @@ class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
     shm::PeerMapper peer_map_; // map_remote, and the answers to the peer's MAP_REQ for our shared segments
 };
 
-class CudaIpcIface final : public Interface {
+class CudaIpcIface final : public InterfaceBase {
   public:
     static gdx_status_t create(const Config &cfg, int device, std::unique_ptr<Interface> *out);
     ~CudaIpcIface() override;
 
-    std::string_view transport_name() const override { return "cuda_ipc"; }
     std::string_view device_name() const override { return name_; }
-    const Capabilities &caps() const override { return caps_; }
     MemoryDomain &md() override { return *md_; }
     gdx_status_t ep_create(std::unique_ptr<Endpoint> *out) override;
-    gdx_status_t set_am_handler(uint8_t id, AmHandler fn, void *arg) override;
     unsigned progress() override;
     int wakeup_fd() const override { return hub_->wakeup_fd(); }
     gdx_status_t arm_wakeup() override;
@@ -142,10 +140,9 @@ class CudaIpcIface final : public Interface {
     Ternary p2p() const { return p2p_; }
     void add_ep(CudaIpcEp *ep) { eps_.push_back(ep); }
     void remove_ep(CudaIpcEp *ep);
-    void deliver_am(CudaIpcEp *ep, uint8_t id, const void *data, size_t len);
 
   private:
-    CudaIpcIface() = default;
+    CudaIpcIface() : InterfaceBase("cuda_ipc") {}
     static void copy_done(void *self, const mem::CopyTag &tag, gdx_status_t st);
 
     std::unique_ptr<shm::Hub> hub_;
@@ -153,14 +150,9 @@ class CudaIpcIface final : public Interface {
     std::shared_ptr<ExportState> exports_;
     std::unique_ptr<ImportCache> cache_;
     std::unique_ptr<mem::CopyQueue> queue_;
-    Capabilities caps_;
     std::string name_, bus_id_;
     int device_ = -1;
     Ternary p2p_ = Ternary::Try;
-    struct Handler {
-        AmHandler fn = nullptr;
-        void *arg = nullptr;
-    } handlers_[kMaxAmId];
     std::vector<CudaIpcEp *> eps_;
 };
 

@@ -101,13 +101,8 @@ gdx_status_t IpcMd::reg_shared(IpcMemHandle &h, unsigned access) {
 
 gdx_status_t IpcMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
                             std::unique_ptr<MemHandle> *out) {
+    if (gdx_status_t st = check_mem_reg(kComp, {}, addr, len, info, access, out); st != GDX_OK) return st;
     uintptr_t a = reinterpret_cast<uintptr_t>(addr);
-    if (out == nullptr || addr == nullptr || len == 0 || a + len < a)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg(%p, %zu): null address, zero length or wrap", addr,
-                        len);
-    if ((access & ~static_cast<unsigned>(kAccessAll)) != 0 || access == 0)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg: access bits 0x%x", access);
-    if (gdx_status_t st = check_reg_access(addr, len, info, access, kComp); st != GDX_OK) return st;
     auto h = std::make_unique<IpcMemHandle>(addr, len, info, access, state_);
     if (shared_.find(a, len) != nullptr) { // one of our shared segments (from its first byte): before GDX_P2P, which
                                            // concerns GPU memory only

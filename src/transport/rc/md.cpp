@@ -252,16 +252,8 @@ gdx_status_t RcMemoryDomain::register_region(void *addr, size_t len, const mem::
 
 gdx_status_t RcMemoryDomain::mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
                                      std::unique_ptr<MemHandle> *out) {
-    if (out == nullptr || (addr == nullptr && len > 0) || access == 0 || (access & ~unsigned(kAccessAll)))
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: mem_reg(%p, %zu, access 0x%x): bad arguments",
-                        name_.c_str(), addr, len, access);
-    if (info.type == mem::MemType::Unmapped)
-        return GDX_FAIL(GDX_ERR_INVALID_ADDR, kComp, "%s: mem_reg(%p, %zu): the address is not mapped",
-                        name_.c_str(), addr, len);
-    if (reinterpret_cast<uintptr_t>(addr) + len < reinterpret_cast<uintptr_t>(addr))
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: mem_reg(%p, %zu): range wraps around", name_.c_str(),
-                        addr, len);
-    if (gdx_status_t st = check_reg_access(addr, len, info, access, kComp); st != GDX_OK) return st;
+    // A zero-length registration is allowed here: its handle opens nothing (UCT registers empty ranges).
+    if (gdx_status_t st = check_mem_reg(kComp, name_, addr, len, info, access, out, true); st != GDX_OK) return st;
     std::shared_ptr<RcRegion> region;
     if (len == 0) {
         region = std::make_shared<RcRegion>(); // nothing to register; the handle opens nothing

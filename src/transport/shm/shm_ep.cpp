@@ -1,6 +1,7 @@
 // shm endpoint: operations, their completion, and the target side of the protocol (README.md, "put/get").
 #include "core/error.h"
 #include "memtype/access_probe.h"
+#include "transport/ep_checks.h"
 #include "transport/refusal_log.h"
 #include "transport/shm/cma.h"
 #include "transport/shm/shm_iface.h"
@@ -34,7 +35,8 @@ template <class T> bool body_of(const RecHdr &h, const uint8_t *rec, T *out) {
 }
 } // namespace
 
-ShmEp::ShmEp(ShmIface *iface) : iface_(iface), ch_(&iface->hub(), this, 0), peer_map_(&ch_, kComp) {
+ShmEp::ShmEp(ShmIface *iface)
+    : RingAmEndpoint(*iface), iface_(iface), ch_(&iface->hub(), this, 0), peer_map_(&ch_, kComp) {
     ops_.resize(kMaxOps);
     free_ops_.reserve(kMaxOps);
     for (uint32_t i = kMaxOps; i-- > 0;) free_ops_.push_back(i);
@@ -114,26 +116,20 @@ void ShmEp::check_flushes() {
 }
 
 gdx_status_t ShmEp::check_op(const char *what, size_t len, const RemoteKey &rkey, uint64_t raddr, unsigned need,
-                             const ShmRemoteKey **key) {
+                             const SoftRemoteKey **key) {
     gdx_status_t st = ch_.status();
     if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE; // not connected yet: retry after progress()
     if (st != GDX_OK) {
         GDX_DEBUG(kComp, "%s on a failed endpoint: %s", what, gdx_status_string(st));
         return st;
     }
-    *key = dynamic_cast<const ShmRemoteKey *>(&rkey);
+    *key = SoftRemoteKey::of(rkey, wire::TransportId::Shm);
     if (*key == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: remote key was not unpacked by the shm memory domain", what);
     // Early refusal from the key's own claims (the target checks its table again, trusting none of this). Under
     // gdx_put it repeats the staging layer's one check (fallback/region_table.h); it stays for the UCX module,
     // which calls this transport directly.
-    if ((rkey.access() & need) != need)
-        return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp, "%s: remote key does not grant %s", what,
-                        need == kAccessRemoteWrite ? "remote write" : "remote read");
-    if (!wire::range_inside(raddr, len, rkey.base(), rkey.length()))
-        return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp,
-                        "%s: [0x%" PRIx64 ", +%zu) is outside the remote key's [0x%" PRIx64 ", +%" PRIu64 ")", what,
-                        raddr, len, rkey.base(), rkey.length());
+    if ((st = check_key_claims(*iface_, what, raddr, len, rkey, need)) != GDX_OK) return st;
     if (fence_) {
         if (active_ > 0 || !sendq_.empty()) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
         fence_ = false;
@@ -141,7 +137,7 @@ gdx_status_t ShmEp::check_op(const char *what, size_t len, const RemoteKey &rkey
     return GDX_OK;
 }
 
-gdx_status_t ShmEp::issue(OpKind kind, uint8_t *local, size_t len, uint64_t raddr, const ShmRemoteKey &key,
+gdx_status_t ShmEp::issue(OpKind kind, uint8_t *local, size_t len, uint64_t raddr, const SoftRemoteKey &key,
                           Completion *comp) {
     bool cma = len >= iface_->tun().cma_thresh && (ch_.i_can_cma() || ch_.peer_can_cma());
     bool ring_put = kind == OpKind::Put && !cma;
@@ -185,30 +181,27 @@ bool ShmEp::push_put_data(Op &op) {
 
 gdx_status_t ShmEp::put(const void *buf, size_t len, const MemHandle *, uint64_t remote_addr, const RemoteKey &rkey,
                         Completion *comp) {
-    const ShmRemoteKey *key = nullptr;
-    if (buf == nullptr && len != 0) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "put: null buffer");
-    gdx_status_t st = check_op("put", len, rkey, remote_addr, kAccessRemoteWrite, &key);
+    const SoftRemoteKey *key = nullptr;
+    gdx_status_t st = check_rma_buffer(*iface_, "put", buf, len, iface_->caps().max_put);
+    if (st == GDX_OK) st = check_op("put", len, rkey, remote_addr, kAccessRemoteWrite, &key);
     if (st != GDX_OK || len == 0) return st;
     return issue(OpKind::Put, static_cast<uint8_t *>(const_cast<void *>(buf)), len, remote_addr, *key, comp);
 }
 
 gdx_status_t ShmEp::get(void *buf, size_t len, const MemHandle *, uint64_t remote_addr, const RemoteKey &rkey,
                         Completion *comp) {
-    const ShmRemoteKey *key = nullptr;
-    if (buf == nullptr && len != 0) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "get: null buffer");
-    gdx_status_t st = check_op("get", len, rkey, remote_addr, kAccessRemoteRead, &key);
+    const SoftRemoteKey *key = nullptr;
+    gdx_status_t st = check_rma_buffer(*iface_, "get", buf, len, iface_->caps().max_get);
+    if (st == GDX_OK) st = check_op("get", len, rkey, remote_addr, kAccessRemoteRead, &key);
     if (st != GDX_OK || len == 0) return st;
     return issue(OpKind::Get, static_cast<uint8_t *>(buf), len, remote_addr, *key, comp);
 }
 
 gdx_status_t ShmEp::am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
                              const MemHandle *, Completion *) {
-    const Capabilities &c = iface_->caps();
-    if (id >= kMaxAmId || header_len > c.max_am_short || header_len + len > c.max_am_zcopy ||
-        (header == nullptr && header_len) || (payload == nullptr && len))
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am id %u: %zu+%zu bytes (limits: id < %u, header %zu, total %zu)",
-                        id, header_len, len, kMaxAmId, c.max_am_short, c.max_am_zcopy);
-    gdx_status_t st = ch_.status();
+    gdx_status_t st = check_am_zcopy(*iface_, id, header, header_len, payload, len);
+    if (st != GDX_OK) return st;
+    st = ch_.status();
     if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE;
     if (st != GDX_OK) return st;
     if (fence_) {
@@ -217,20 +210,6 @@ gdx_status_t ShmEp::am_zcopy(uint8_t id, const void *header, size_t header_len, 
     }
     // Copied into the peer's ring at once: the caller's buffers are free again when this returns.
     return ch_.push(kRecAm, id, 0, header, header_len, payload, len) ? GDX_OK : GDX_ERR_NO_RESOURCE;
-}
-
-gdx_status_t ShmEp::am_short(uint8_t id, const void *data, size_t len) {
-    if (len > iface_->caps().max_am_short)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_short of %zu bytes (max %zu)", len,
-                        iface_->caps().max_am_short);
-    return am_zcopy(id, data, len, nullptr, 0, nullptr, nullptr);
-}
-
-gdx_status_t ShmEp::am_bcopy(uint8_t id, const void *data, size_t len) {
-    if (len > iface_->caps().max_am_bcopy)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_bcopy of %zu bytes (max %zu)", len,
-                        iface_->caps().max_am_bcopy);
-    return am_zcopy(id, nullptr, 0, data, len, nullptr, nullptr);
 }
 
 gdx_status_t ShmEp::flush(Completion *comp) {
@@ -474,7 +453,7 @@ bool ShmEp::on_record(const RecHdr &h, const uint8_t *rec) {
     size_t blen = h.len - sizeof(RecHdr);
     const uint8_t *body = rec + sizeof(RecHdr);
     switch (h.type) {
-    case kRecAm: iface_->deliver_am(this, h.id, body, blen); break;
+    case kRecAm: iface_->dispatch_am(h.id, this, body, blen); break;
     case kRecPutReq: handle_cma_request(true, body, blen); break;
     case kRecGetReq: {
         ReqBody r;
@@ -530,7 +509,7 @@ void ShmEp::on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *f
 gdx_status_t ShmEp::map_remote(const RemoteKey &rkey, uint8_t **local) {
     if (local == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "map_remote: null output");
     if (gdx_status_t st = ch_.status(); st != GDX_OK) return st;
-    const auto *key = dynamic_cast<const ShmRemoteKey *>(&rkey);
+    const auto *key = SoftRemoteKey::of(rkey, wire::TransportId::Shm);
     constexpr unsigned kRW = kAccessRemoteRead | kAccessRemoteWrite;
     if (key == nullptr || key->key_id() == 0 || (key->access() & kRW) != kRW) return GDX_ERR_UNSUPPORTED;
     const size_t before = peer_map_.pending();

@@ -310,7 +310,7 @@ bool Conn::on_payload_done() {
     case Rx::AmPayload:
         // The handler may send (even reply at once); the receive state is already back at Header.
         if (ep_ != nullptr)
-            iface_->deliver_am(ep_, static_cast<uint8_t>(rx_cur_.key_id), am_buf_.data(), rx_cur_.length);
+            iface_->dispatch_am(static_cast<uint8_t>(rx_cur_.key_id), ep_, am_buf_.data(), rx_cur_.length);
         if (state_ != State::Closed) performed_one();
         break;
     case Rx::FencePayload:

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/uct/bridge_engine.h"
+#include "transport/open_interfaces.h"
 #include "transport/uct/bridge_internal.h"
 
 #include <algorithm>
@@ -159,38 +160,26 @@ extern "C" gdx_status_t gdx_uct_md_open(unsigned tl, const char *const *values, 
     gdx_status_t st = mem::Detector::create(md->cfg, &md->detector);
     if (st != GDX_OK) return st;
 
-    std::vector<tp::DeviceDesc> devs;
-    st = comp->query_devices(&devs);
-    if (st != GDX_OK) return st;
     md->tl = tl;
     md->comp = comp;
     // UCX is offered ONE device per transport: the first that opens with this configuration becomes the MD's
     // anchor (see gdx_uct_md::devices). A second device would get its own Interface, whose MemoryDomain does not
     // hold the registrations made through this UCT MD, so UCP's keys would not open memory there (seen on two
     // GPUs: "remote key was issued by another interface"). A GPU transport tries the GPU of the caller's
-    // current CUDA context first: the one a rank bound to a GPU registers memory of.
-    tp::prefer_current_gpu(&devs);
-    std::string why;
-    for (const tp::DeviceDesc &d : devs) {
-        std::unique_ptr<tp::Interface> itf;
-        gdx_status_t ost = comp->open(d, md->cfg, &itf);
-        if (ost != GDX_OK) {
-            why += (why.empty() ? "" : "; ") + d.name + ": " + gdx::last_error();
-            GDX_INFO(kComp, "gdx_%s: device %s not offered to UCX: %s", gdx_uct_tl_name(tl), d.name.c_str(),
-                     gdx::last_error().c_str());
-            continue;
-        }
-        md->devices.push_back(d);
-        md->anchor = std::move(itf);
-        md->anchor_dev = d;
-        break;
-    }
-    if (md->anchor && devs.size() > 1)
-        GDX_INFO(kComp, "gdx_%s offers UCX one device, %s, of the %zu it has (one memory domain per transport and "
-                 "process)", gdx_uct_tl_name(tl), md->anchor_dev.name.c_str(), devs.size());
-    if (!md->anchor)
+    // current CUDA context first: the one a rank bound to a GPU registers memory of (open_interfaces.h).
+    tp::OpenOutcome o = tp::open_interface(*comp, md->cfg, tp::OpenRequest{});
+    if (!o.failures.empty())
+        GDX_INFO(kComp, "gdx_%s: not offered to UCX: %s", gdx_uct_tl_name(tl), o.failures.c_str());
+    if (o.status != GDX_OK && o.devices == 0 && o.status != GDX_ERR_NO_DEVICE) return o.status; // query_devices
+    if (o.status != GDX_OK)
         return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "md open: transport %s has no device it can open%s%s",
-                        gdx_uct_tl_name(tl), why.empty() ? "" : ": ", why.c_str());
+                        gdx_uct_tl_name(tl), o.failures.empty() ? "" : ": ", o.failures.c_str());
+    md->devices.push_back(o.device);
+    md->anchor = std::move(o.iface);
+    md->anchor_dev = std::move(o.device);
+    if (o.devices > 1)
+        GDX_INFO(kComp, "gdx_%s offers UCX one device, %s, of the %zu it has (one memory domain per transport and "
+                 "process)", gdx_uct_tl_name(tl), md->anchor_dev.name.c_str(), o.devices);
     md->md = &md->anchor->md();
     if (gdx_status_t est = UctEngine::create(*md, &md->ue); est != GDX_OK) return est;
     GDX_DEBUG(kComp, "md gdx_%s open (memory domain of interface %s/%s)", gdx_uct_tl_name(tl),
