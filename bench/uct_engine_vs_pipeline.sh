@@ -69,7 +69,7 @@ if [ "$nobuild" = 0 ]; then
   grep "gdx: libuct_gdx" "$work/build.log" | sed 's/ (.*//; s/^-- /# /'
   echo "# module built in $(( $(date +%s) - t0 )) s"
 fi
-module="$build/src/transport/uct/libuct_gdx.so.0"
+module="$build/src/uct/libuct_gdx.so.0"
 [ -f "$module" ] || die "no module at $module (built without --no-build?)"
 
 # ---- MPS (two processes on one GPU) ----------------------------------------------------------------------------

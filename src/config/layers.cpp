@@ -15,7 +15,7 @@
 #include "transport/shm/config_vars.h"
 #include "transport/tcp/config_vars.h"
 #include "topo/config_vars.h"
-#include "transport/uct/config_vars.h"
+#include "uct/config_vars.h"
 
 namespace gdx {
 
@@ -29,7 +29,7 @@ std::span<ConfigLayer *const> config_layers() {
         &tp::cuda_ipc_config::kLayer,  // src/transport/cuda_ipc
         &tp::rc_config::kLayer,        // src/transport/rc
         &fb::staging_config::kLayer,   // src/fallback
-        &uct::uct_config::kLayer,      // src/transport/uct (the UCX module; the api declares no rows)
+        &uct::uct_config::kLayer,      // src/uct (the UCX module; the api declares no rows)
     };
     return kLayers;
 }

@@ -36,8 +36,8 @@ say "machine"
 say "the running UCX, read off its libraries (gdx_ucx_probe)"
 probe_dir="$out/probe"
 mkdir -p "$probe_dir"
-cc -std=gnu11 -O1 -o "$probe_dir/gdx_ucx_probe" "$root/src/transport/uct/gdx_ucx_probe.c" \
-   "$root/src/transport/uct/uct_gdx_ucxbuild.c" -ldl || die "compiling gdx_ucx_probe"
+cc -std=gnu11 -O1 -o "$probe_dir/gdx_ucx_probe" "$root/src/uct/gdx_ucx_probe.c" \
+   "$root/src/uct/uct_gdx_ucxbuild.c" -ldl || die "compiling gdx_ucx_probe"
 rc=0
 "$probe_dir/gdx_ucx_probe" --config-h "$probe_dir/config.h" > "$probe_dir/probe.txt" 2> "$probe_dir/probe.err" || rc=$?
 sed 's/\t/   <- /' "$probe_dir/probe.txt"

@@ -5,7 +5,7 @@
  *      sends it back; the sender also sends the checksum of what it uploaded, and the receiver checks the bytes it
  *      downloads against it and byte for byte against the pattern of size and direction;
  *   2. with -o, one-sided: MPI_Put into and MPI_Get from a window of device memory (fence epochs), checked the
- *      same way (UCP >= 1.16 only: 1.13's RMA memcpy's device memory, src/transport/uct/README.md).
+ *      same way (UCP >= 1.16 only: 1.13's RMA memcpy's device memory, src/uct/README.md).
  * Prints "rank R: checks=N errors=E". Every wait is bounded by alarm().
  *   mpi_gpu_check -c                          probe: exit 0 when a GPU can be used, 77 with the reason when not
  *   mpi_gpu_check [-t SECONDS] [-S MAX] [-o]  the check (under mpirun -np 2) */

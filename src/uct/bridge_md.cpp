@@ -2,9 +2,9 @@
 // the memory domain (registration through the gdx transport's MemoryDomain, remote-key packing and unpacking).
 #include "core/error.h"
 #include "core/log.h"
-#include "transport/uct/bridge_engine.h"
+#include "uct/bridge_engine.h"
 #include "transport/open_interfaces.h"
-#include "transport/uct/bridge_internal.h"
+#include "uct/bridge_internal.h"
 
 #include <algorithm>
 #include <cstdlib>

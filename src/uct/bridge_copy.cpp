@@ -2,7 +2,7 @@
 // (range cache, validated per hit) and copied with the memtype ops row of the CUDA side.
 #include "core/error.h"
 #include "memtype/memtype.h"
-#include "transport/uct/uct_gdx.h"
+#include "uct/uct_gdx.h"
 
 #include <cstring>
 

@@ -6,7 +6,7 @@
 //                        staging reason), summed over every engine the process had, whatever the log level.
 // gdx_info does not read a running process's counters: that would need a shared segment or socket per process
 // and a way to find it, for numbers the exit line already gives.
-#include "transport/uct/bridge_engine.h"
+#include "uct/bridge_engine.h"
 
 #include "core/log.h"
 

@@ -11,7 +11,7 @@
  * itself wherever it is loaded (UCX >= 1.22 loads it from <libdir>/ucx/ or UCX_PLUGIN_PATH; below, the loader
  * does). The module speaks only when UCX_TLS names a gdx transport: installed in <libdir>/ucx/ it is loaded into
  * every UCX process, and ranks that never asked for gdx must not be lectured. A rank in which nothing of UCX is
- * ever loaded (pml ucx disabled and not asked for) runs none of this: src/transport/uct/README.md, "Open MPI by
+ * ever loaded (pml ucx disabled and not asked for) runs none of this: src/uct/README.md, "Open MPI by
  * hand", says so. The loader exports uct_gdx_ompi_told so that the module, loaded later into the same process,
  * does not repeat the line. */
 #ifndef UCT_GDX_OMPI_H
@@ -50,7 +50,7 @@ static inline int uct_gdx_ompi_check(const char *who)
     fprintf(stderr, "%s: this Open MPI rank loads gdx, but its mpirun line lacks %s: Open MPI will not carry MPI "
             "traffic over UCX/gdx (it falls back to ob1 or finds no pml). Use tools/gdx-run mpirun ..., or add "
             "--mca pml ucx --mca pml_ucx_tls <gdx transports>,self --mca pml_ucx_devices any --mca osc ucx "
-            "(src/transport/uct/README.md, \"Open MPI by hand\")\n", who, missing);
+            "(src/uct/README.md, \"Open MPI by hand\")\n", who, missing);
     return 1;
 }
 

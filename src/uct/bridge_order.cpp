@@ -8,7 +8,7 @@
 //   iface fence    engine requests issued later on each endpoint go to the engine once the earlier ones completed.
 // Nothing here calls into UCP except release_pending (parked requests), which progress() runs after all state
 // changes and before the completions.
-#include "transport/uct/bridge_engine.h"
+#include "uct/bridge_engine.h"
 
 #include "core/error.h"
 #include "core/log.h"

@@ -7,7 +7,7 @@
 #include "fallback/engine.h"
 #include "memtype/memtype.h"
 #include "transport/transport.h"
-#include "transport/uct/uct_gdx.h"
+#include "uct/uct_gdx.h"
 
 #include <deque>
 #include <memory>

@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "fallback/byte_codec.h"
-#include "transport/uct/bridge_engine.h"
+#include "uct/bridge_engine.h"
 
 #include <cstring>
 #include <new>

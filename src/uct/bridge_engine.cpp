@@ -1,11 +1,11 @@
 // The staging engine of one gdx MD (bridge_engine.h): registration, keys, put/get zcopy as engine requests, and
 // progress, which hands finished requests to UCT after the engine's own progress returned (a UCT completion may
 // issue the next operation, which must not re-enter the engine from inside its progress).
-#include "transport/uct/bridge_engine.h"
+#include "uct/bridge_engine.h"
 
 #include "core/error.h"
 #include "core/log.h"
-#include "transport/uct/config_vars.h"
+#include "uct/config_vars.h"
 
 #include <algorithm>
 #include <cstdio>

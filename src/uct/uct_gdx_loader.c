@@ -13,7 +13,7 @@
  * own transports.
  *
  * Where builds are looked for: the colon-separated LIBUCT_GDX_PATH (directories holding libuct_gdx.so.0 and its
- * manifest libuct_gdx.ucx, e.g. a build tree's src/transport/uct), then <loader's directory>/gdx/ucx/<any>/
+ * manifest libuct_gdx.ucx, e.g. a build tree's src/uct), then <loader's directory>/gdx/ucx/<any>/
  * (what `cmake --install` lays out). The variable is not GDX_* or UCX_*: both libraries warn about unknown
  * variables of their prefix. */
 #define _GNU_SOURCE
@@ -52,7 +52,7 @@ typedef struct {
     char config[128];                      /* the configuration tag, for messages */
 } loader_manifest_t;
 
-/* Reads the "key=value" lines of a manifest (written by src/transport/uct/CMakeLists.txt); 0 when unreadable. */
+/* Reads the "key=value" lines of a manifest (written by src/uct/CMakeLists.txt); 0 when unreadable. */
 static int loader_read_manifest(const char *dir, loader_manifest_t *m)
 {
     char path[4200], line[512];
@@ -217,7 +217,7 @@ __attribute__((constructor)) static void uct_gdx_loader_init(void)
     if (s.match[0] == '\0') {
         fprintf(stderr, LOADER ": no libuct_gdx build for the running UCX %s [%s] (%s, build-id %.12s); on offer: "
                 "%s; gdx transports not loaded, UCX's own transports unaffected (build gdx against this UCX: "
-                "src/transport/uct/README.md)\n", ucx.version, layout, ucx.libucs,
+                "src/uct/README.md)\n", ucx.version, layout, ucx.libucs,
                 ucx.build_id[0] ? ucx.build_id : "none", s.seen[0] ? s.seen : "none (set LIBUCT_GDX_PATH)");
         uct_gdx_ompi_told = uct_gdx_ompi_check(LOADER);
         return;

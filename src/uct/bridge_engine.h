@@ -15,7 +15,7 @@
 #pragma once
 
 #include "fallback/engine.h"
-#include "transport/uct/bridge_internal.h"
+#include "uct/bridge_internal.h"
 
 #include <cstdint>
 #include <memory>

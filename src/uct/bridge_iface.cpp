@@ -3,8 +3,8 @@
 // polls) becomes one probe flush per endpoint at a time.
 #include "core/error.h"
 #include "core/log.h"
-#include "transport/uct/bridge_engine.h"
-#include "transport/uct/bridge_internal.h"
+#include "uct/bridge_engine.h"
+#include "uct/bridge_internal.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -197,7 +197,7 @@ extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_nam
         GDX_LOG_ONCE(log::Level::Warn, kComp, std::string("uct-second-iface:") + tl,
                      "gdx_%s: a second interface (%s) does not share the UCT memory domain's registrations; "
                      "one interface per transport and process is what works until gdx::tp::Component opens "
-                     "memory domains itself (src/transport/uct/README.md)",
+                     "memory domains itself (src/uct/README.md)",
                      tl, dev_name);
     }
     iface->md = md;
