@@ -24,6 +24,9 @@
 #  if __has_include(<alloca.h>)
 #    define PROBE_ALLOCA_H 1
 #  endif
+#  if __has_include(<ieee754.h>) /* 1.22's ucs/type/float8.h: glibc's union, or its own fallback without it */
+#    define PROBE_IEEE754_H 1
+#  endif
 #endif
 #if defined(__GNUC__) && !defined(__clang__)
 #  define PROBE_NOOPTIMIZE 1          /* __attribute__((optimize("O0"))): GCC yes, clang ignores it with a warning */
@@ -93,6 +96,9 @@ static int write_config_h(const char *path, const uct_gdx_ucx_build_t *b, const 
     fprintf(f, "/* the compiler and C library, as this compiler sees them */\n");
 #ifdef PROBE_ALLOCA_H
     fprintf(f, "#define HAVE_ALLOCA_H 1\n");
+#endif
+#ifdef PROBE_IEEE754_H
+    fprintf(f, "#define HAVE_IEEE754_H 1\n");
 #endif
 #ifdef PROBE_NOOPTIMIZE
     fprintf(f, "#define HAVE_ATTRIBUTE_NOOPTIMIZE 1\n");

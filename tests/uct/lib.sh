@@ -115,7 +115,7 @@ check_engine_paths() {
   local tl="$1" expect="$2" nproc="$3" direct staged mixed; shift 3
   [ "$(engine_totals "$tl" "$@" | wc -l)" = "$nproc" ] ||
     fail "expected $nproc $tl path totals lines (GDX_UCT_STATS), got: $(engine_totals "$tl" "$@")"
-  read -r direct staged <<<"$(engine_totals "$tl" "$@" | awk '{d += $1; s += $2} END {print d + 0, s + 0}')"
+  read -r direct staged <<<"$(engine_totals "$tl" "$@" | awk '{d += $1; s += $2} END {printf "%.0f %.0f\n", d, s}')"
   note "$tl: direct $direct B, staged $staged B (GDX_FAULT_P2P_EVERY=${GDX_FAULT_P2P_EVERY:-0}, expected $expect)"
   [ "$staged" -gt 0 ] || fail "nothing was staged through the engine on $tl"
   if [ "$expect" = staged ]; then
