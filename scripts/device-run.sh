@@ -78,6 +78,14 @@ if [ -n "$baseline" ] && ! skipped bench; then
   ) > "$logs/baseline-build.log" 2>&1 &
   base_pid=$!
 fi
+# ---- 2. the machine's own UCX (in the background from the start: its module build is its own CPU work) ---------
+sys_pid=""
+if ! skipped sysucx && [ -n "$sysucx" ]; then
+  say "the UCX module on the machine's own UCX (tests/uct/gpu-system-ucx.sh), in the background"
+  timeout 600 tests/uct/gpu-system-ucx.sh "$sysucx" "$logs/sysucx" > "$out/sysucx.txt" 2>&1 &
+  sys_pid=$!
+fi
+
 say "gdx build (build-gpu)"
 if cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGDX_BUILD_UCT=OFF > "$logs/gdx-build.log" 2>&1 &&
    timeout 900 cmake --build build-gpu -j "$jobs" >> "$logs/gdx-build.log" 2>&1; then
@@ -85,14 +93,6 @@ if cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGDX_BUIL
 else
   tail -40 "$logs/gdx-build.log"
   fail "gdx build"
-fi
-
-# ---- 2. the machine's own UCX (in the background: its module build is CPU work) ----------------------------------
-sys_pid=""
-if ! skipped sysucx && [ -n "$sysucx" ]; then
-  say "the UCX module on the machine's own UCX (tests/uct/gpu-system-ucx.sh), in the background"
-  timeout 600 tests/uct/gpu-system-ucx.sh "$sysucx" "$logs/sysucx" > "$out/sysucx.txt" 2>&1 &
-  sys_pid=$!
 fi
 
 # ---- 3. GPU tests and compute-sanitizer ---------------------------------------------------------------------------
