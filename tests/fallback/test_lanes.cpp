@@ -113,6 +113,19 @@ TEST_F(Lanes, WithNoDirectLaneTheFirstLaneThatCanStageCarriesIt) {
     EXPECT_EQ(req.path.stage_sides, fb::kStageSideLocal | fb::kStageSideRemote) << req.path.describe();
 }
 
+TEST_F(Lanes, ATransportThatSharesPoolsWithItsPeersCanStageWithoutReachingPinnedMemory) {
+    // cuda_ipc without P2P: it reaches neither pinned host memory nor (here) the user's buffer, but its bounce pools
+    // live in segments the peer maps (kCapPeerMap), so registering memory it must stage is accepted, and its lane
+    // counts as one that can stage. (Without the flag, WithNoDirectLaneTheFirstLaneThatCanStageCarriesIt shows
+    // can_stage() false; the GPU test IpcMixedDirectAndPeerMappedAndFaults runs the transfer itself.)
+    opt_a.direct_types = tp::type_bit(mem::MemType::HostPageable) | tp::type_bit(mem::MemType::HostRegistered);
+    opt_a.refuse = refuse_user();
+    opt_a.advertise_peer_map = true;
+    ASSERT_NO_FATAL_FAILURE(start_lanes()); // registers a's buffer, which a's transport does not reach
+    EXPECT_TRUE(a.engine->can_stage());
+    EXPECT_FALSE(src0.reg->fully_direct()) << "a's registration was meant to be one it must stage";
+}
+
 TEST_F(Lanes, ALaneWithoutTheRegistrationOrTheKeyIsNeverChosen) {
     opt_a1.refuse = refuse_user(); // lane 1 must stage; lane 0 would be direct, but misses a piece each time
     ASSERT_NO_FATAL_FAILURE(start_lanes());

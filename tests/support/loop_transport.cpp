@@ -131,7 +131,8 @@ class LoopIface final : public tp::Interface {
   public:
     LoopIface(std::shared_ptr<LoopFabric> f, const LoopOptions &o) : fabric_(std::move(f)), opt_(o), md_(*fabric_, opt_) {
         caps_.flags = tp::kCapPut | tp::kCapAmShort | tp::kCapAmBcopy | tp::kCapFlush | tp::kCapFence |
-                      tp::kCapErrHandling | (o.no_get ? uint64_t(0) : uint64_t(tp::kCapGet));
+                      tp::kCapErrHandling | (o.no_get ? uint64_t(0) : uint64_t(tp::kCapGet)) |
+                      (o.advertise_peer_map ? uint64_t(tp::kCapPeerMap) : uint64_t(0));
         caps_.direct_types = o.direct_types;
         caps_.max_am_short = 64;
         caps_.max_am_bcopy = o.max_am_bcopy;

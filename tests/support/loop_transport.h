@@ -33,6 +33,9 @@ struct LoopOptions {
     // Endpoint::direct_possible() false, as cuda_ipc without a peer-to-peer path says (its puts/gets of GPU memory
     // would fail): the tests check that the engine then stages every fragment on both sides.
     bool no_direct = false;
+    // Advertise kCapPeerMap (pools in segments the peer maps, as cuda_ipc does) without implementing it: for tests
+    // of what the engine decides from the flag alone; a staged transfer over such a loop would fail.
+    bool advertise_peer_map = false;
 };
 
 class LoopFabric;
