@@ -214,46 +214,44 @@ static ucs_status_t uct_gdx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *
 #define UCT_GDX_ENGINE_UNBLOCK(_iface) \
     do { if ((_iface)->attr.engine) UCT_GDX_ASYNC_UNBLOCK(&(_iface)->super); } while (0)
 
-static ucs_status_t uct_gdx_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                                         uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
+/* put_zcopy and get_zcopy: one region of the iov, the length check against the direction's limit, the call into
+ * the bridge under the engine's lock. */
+static ucs_status_t uct_gdx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                                         uct_rkey_t rkey, uct_completion_t *comp, int is_put)
 {
     uct_gdx_iface_t *iface = UCT_GDX_EP_IFACE(tl_ep);
+    const char *what       = is_put ? "put_zcopy" : "get_zcopy";
     gdx_uct_memh_t *memh;
     ucs_status_t status;
     gdx_status_t st;
     size_t length;
     void *buffer;
 
-    status = uct_gdx_iov_region(iface, iov, iovcnt, "put_zcopy", &buffer, &length, &memh);
+    status = uct_gdx_iov_region(iface, iov, iovcnt, what, &buffer, &length, &memh);
     if ((status != UCS_OK) || (length == 0)) {
         return status;
     }
-    UCT_CHECK_LENGTH(length, 0, iface->attr.max_put, "put_zcopy");
+    UCT_CHECK_LENGTH(length, 0, is_put ? iface->attr.max_put : iface->attr.max_get, what);
     UCT_GDX_ENGINE_BLOCK(iface);
-    st = gdx_uct_ep_put(UCT_GDX_EP(tl_ep), buffer, length, memh, remote_addr, (gdx_uct_rkey_t*)rkey, comp);
+    if (is_put) {
+        st = gdx_uct_ep_put(UCT_GDX_EP(tl_ep), buffer, length, memh, remote_addr, (gdx_uct_rkey_t*)rkey, comp);
+    } else {
+        st = gdx_uct_ep_get(UCT_GDX_EP(tl_ep), buffer, length, memh, remote_addr, (gdx_uct_rkey_t*)rkey, comp);
+    }
     UCT_GDX_ENGINE_UNBLOCK(iface);
-    return uct_gdx_op_status(iface, st, "put_zcopy");
+    return uct_gdx_op_status(iface, st, what);
+}
+
+static ucs_status_t uct_gdx_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                         uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_gdx_ep_rma_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp, 1);
 }
 
 static ucs_status_t uct_gdx_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                                          uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
 {
-    uct_gdx_iface_t *iface = UCT_GDX_EP_IFACE(tl_ep);
-    gdx_uct_memh_t *memh;
-    ucs_status_t status;
-    gdx_status_t st;
-    size_t length;
-    void *buffer;
-
-    status = uct_gdx_iov_region(iface, iov, iovcnt, "get_zcopy", &buffer, &length, &memh);
-    if ((status != UCS_OK) || (length == 0)) {
-        return status;
-    }
-    UCT_CHECK_LENGTH(length, 0, iface->attr.max_get, "get_zcopy");
-    UCT_GDX_ENGINE_BLOCK(iface);
-    st = gdx_uct_ep_get(UCT_GDX_EP(tl_ep), buffer, length, memh, remote_addr, (gdx_uct_rkey_t*)rkey, comp);
-    UCT_GDX_ENGINE_UNBLOCK(iface);
-    return uct_gdx_op_status(iface, st, "get_zcopy");
+    return uct_gdx_ep_rma_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp, 0);
 }
 
 static ucs_status_t uct_gdx_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
