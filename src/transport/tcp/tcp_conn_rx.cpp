@@ -131,6 +131,9 @@ void Conn::on_readable() {
     }
 }
 
+// Every check a frame header must pass before a byte of its payload is read (handshake state, reply or request,
+// fence bounds, the peer's request budget, then one case per request type), in the order the wire demands: longer
+// than the ~80-line rule, kept whole so the admission of a frame reads top to bottom in one place.
 bool Conn::on_header() {
     wire::FrameHeader h;
     std::string why;
