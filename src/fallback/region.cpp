@@ -61,7 +61,8 @@ gdx_status_t pack_region_key(const Region &region, uint64_t frag_size, size_t rk
     k.kind = static_cast<uint8_t>(region.info().kind);
     k.type = static_cast<uint8_t>(region.info().type);
     k.device = static_cast<int16_t>(region.info().device);
-    for (const RemoteRegion::Chunk &c : chunks) k.chunks.push_back({c.offset, c.length, static_cast<uint8_t>(c.reach)});
+    for (const RemoteRegion::Chunk &c : chunks)
+        k.chunks.push_back({c.offset, c.length, static_cast<uint8_t>(c.reach)});
     k.rkey = rkey;
     encode_key(k, out);
     return GDX_OK;
