@@ -213,10 +213,15 @@ unsigned UctEngine::progress() {
     unsigned n = eng_->progress();
     if (done_.empty() && cancelled_.empty() && waiting_eps_.empty() && deregs_.empty() && graveyard_.empty())
         return n;
+    // The three lists borrow the vectors of the last call (their capacity), so a progress with work allocates
+    // nothing in the steady state; they are given back at the end (a nested call would only find them empty).
     Completions comps;
     std::vector<GdxUctReq *> done;
-    done.swap(done_);
     std::vector<gdx_uct_ep *> touched;
+    comps.swap(scratch_comps_);
+    done.swap(scratch_done_);
+    touched.swap(scratch_touched_);
+    done.swap(done_); // done_ keeps the spare capacity for on_done
     for (GdxUctReq *q : done) {
         if (q->ep != nullptr) touched.push_back(q->ep);
         finish(q, &comps);
@@ -239,7 +244,14 @@ unsigned UctEngine::progress() {
     reap_graveyard();
     for (const auto &[comp, st] : comps)
         if (comp != nullptr) gdx_uct_glue_complete(comp, st);
-    return n + static_cast<unsigned>(done.size());
+    const unsigned finished = static_cast<unsigned>(done.size());
+    comps.clear();
+    done.clear();
+    touched.clear();
+    scratch_comps_.swap(comps);
+    scratch_done_.swap(done);
+    scratch_touched_.swap(touched);
+    return n + finished;
 }
 
 void UctEngine::finish(GdxUctReq *q, Completions *comps) {
