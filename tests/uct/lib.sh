@@ -2,8 +2,13 @@
 # from exit codes and output, never from timings.
 set -uo pipefail
 
+# A script that needs longer sets its own default before sourcing this file (UCT_TEST_TIMEOUT=${UCT_TEST_TIMEOUT:-N}).
 UCT_TEST_TIMEOUT=${UCT_TEST_TIMEOUT:-120}
 SKIP=77
+
+# The alarm a check (ucp_gpu_check, ucp_fail_check: -t) sets on itself: it ends before the test's timeout kills it,
+# so that it says itself where it was (its phase) instead of dying silently.
+check_alarm() { echo $((UCT_TEST_TIMEOUT > 30 ? UCT_TEST_TIMEOUT - 10 : UCT_TEST_TIMEOUT)); }
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIP: $*"; exit "$SKIP"; }
@@ -58,24 +63,60 @@ wait_listen() {
   done
 }
 
+# The processes under PID (itself included) that are not shells or wrappers: the programs a test runs.
+programs_under() {
+  local p c
+  for p in "$@"; do
+    [ -d "/proc/$p" ] || continue
+    case "$(cat "/proc/$p/comm" 2>/dev/null)" in timeout|bash|sh|env|gdx-run) ;; *) echo "$p" ;; esac
+    for c in $(awk -v pp="$p" '$4 == pp {print $1}' /proc/[0-9]*/stat 2>/dev/null); do programs_under "$c"; done
+  done
+}
+
+# watch_hang SECONDS LOG PID...: if a PID still runs after SECONDS (shortly before the check's own alarm), appends
+# the stack of every thread of every program under it to LOG, through gdb (or cuda-gdb, which the GPU machine has),
+# where one is installed: a hang then says where it is. Runs in the background and ends with the PIDs.
+watch_hang() {
+  local secs="$1" log="$2"
+  shift 2
+  (
+    for ((i = 0; i < secs * 10; i++)); do
+      alive=0
+      for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
+      [ "$alive" = 1 ] || exit 0
+      sleep 0.1
+    done
+    dbg=$(command -v gdb || command -v cuda-gdb) || { echo "# hung; no gdb or cuda-gdb here for its stacks"; exit 0; }
+    for p in $(programs_under "$@"); do
+      echo "--- stacks of pid $p ($(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-160)), still running after ${secs}s"
+      timeout 60 "$dbg" -p "$p" -batch -nx -ex "set pagination off" -ex "thread apply all bt" 2>&1 |
+        grep -E "^(Thread|#)" || echo "(no stack: $dbg could not attach)"
+    done
+  ) >>"$log" 2>&1 </dev/null &
+}
+
 # run_pair LOGPREFIX CMD...: CMD as server, then CMD plus 127.0.0.1 as client (ucx_perftest style); both must
 # exit 0 within UCT_TEST_TIMEOUT. Prints both logs on failure.
 run_pair() {
   local log="$1"; shift
-  local port spid src crc
+  local port spid cpid src crc
   port=$(free_port)
   timeout "$UCT_TEST_TIMEOUT" "$@" -p "$port" >"$log.server" 2>&1 &
   spid=$!
   # Start the client once the server listens: ucx_perftest 1.13 retries a refused connection, later ones fail at
   # once (a loaded host can take seconds to bring the server up).
   wait_listen "$port" "$spid"
-  timeout "$UCT_TEST_TIMEOUT" "$@" -p "$port" 127.0.0.1 >"$log.client" 2>&1
+  timeout "$UCT_TEST_TIMEOUT" "$@" -p "$port" 127.0.0.1 >"$log.client" 2>&1 &
+  cpid=$!
+  watch_hang $((UCT_TEST_TIMEOUT > 30 ? UCT_TEST_TIMEOUT - 20 : UCT_TEST_TIMEOUT)) "$log.stacks" "$spid" "$cpid"
+  wait "$cpid"
   crc=$?
   wait "$spid"
   src=$?
   if [ "$crc" != 0 ] || [ "$src" != 0 ]; then
     echo "--- server ($log.server) ---"; tail -40 "$log.server"
     echo "--- client ($log.client) ---"; tail -40 "$log.client"
+    [ -s "$log.stacks" ] && { echo "--- where they were ($log.stacks) ---"; cat "$log.stacks"; }
     fail "server exit $src, client exit $crc (124 = timed out)"
   fi
 }

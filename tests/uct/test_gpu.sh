@@ -9,7 +9,7 @@ probe=$("$check" -c 2>&1); rc=$?
 [ "$rc" = 0 ] || fail "probe failed (exit $rc): $probe"
 log="${TMPDIR:-/tmp}/uct-gpu-$$"
 aux=(); [ -n "${GDX_RUN_AUX:-}" ] && aux=(--aux "$GDX_RUN_AUX")
-run_pair "$log" "$gdx_run" --module "$module" --tls "$tls" "${aux[@]}" "$check" -t 300 "$@"
+run_pair "$log" "$gdx_run" --module "$module" --tls "$tls" "${aux[@]}" "$check" -t "$(check_alarm)" "$@"
 cat "$log.server" "$log.client" | grep -E "OK|FAIL|PASS"
 grep -q "ucp_gpu_check: PASS" "$log.client" && grep -q "ucp_gpu_check: PASS" "$log.server" || fail "not both sides passed"
 echo "PASS"

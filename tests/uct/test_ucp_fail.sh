@@ -11,16 +11,22 @@ shift 5
 require_tl "$module" "$tl"
 log="${TMPDIR:-/tmp}/uct-fail-$tl-$scenario-$$"
 aux=(); [ -n "${GDX_RUN_AUX:-}" ] && aux=(--aux "$GDX_RUN_AUX")
-run=("$gdx_run" --module "$module" --tls "$tl" "${aux[@]}" "$check" -s "$scenario" -t 100 "$@")
+run=("$gdx_run" --module "$module" --tls "$tl" "${aux[@]}" "$check" -s "$scenario" -t "$(check_alarm)" "$@")
 port=$(free_port)
-timeout 120 "${run[@]}" -p "$port" >"$log.victim" 2>&1 &
+timeout "$UCT_TEST_TIMEOUT" "${run[@]}" -p "$port" >"$log.victim" 2>&1 &
 vpid=$!
 wait_listen "$port" "$vpid"
-timeout 120 "${run[@]}" -p "$port" 127.0.0.1 >"$log.survivor" 2>&1
+timeout "$UCT_TEST_TIMEOUT" "${run[@]}" -p "$port" 127.0.0.1 >"$log.survivor" 2>&1 &
+spid=$!
+watch_hang $((UCT_TEST_TIMEOUT - 20)) "$log.stacks" "$spid"
+wait "$spid"
 src=$?
 wait "$vpid"
 vrc=$?
-show() { echo "--- victim (exit $vrc) ---"; tail -20 "$log.victim"; echo "--- survivor (exit $src) ---"; tail -30 "$log.survivor"; }
+show() {
+  echo "--- victim (exit $vrc) ---"; tail -20 "$log.victim"; echo "--- survivor (exit $src) ---"; tail -30 "$log.survivor"
+  [ -s "$log.stacks" ] && { echo "--- where the survivor was ---"; cat "$log.stacks"; }
+}
 grep -h "^ucp_fail_check:" "$log.survivor"
 [ "$src" = 0 ] || { show; fail "survivor exit $src (1: wrong outcome, 3 or 124: it hung)"; }
 case "$scenario" in
@@ -39,5 +45,5 @@ case "$scenario" in
         { show; fail "UCX's log does not say why gdx refused the key"; }
     fi ;;
 esac
-rm -f "$log.victim" "$log.survivor"
+rm -f "$log.victim" "$log.survivor" "$log.stacks"
 echo "PASS"

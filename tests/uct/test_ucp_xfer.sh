@@ -9,6 +9,7 @@
 #   test_ucp_xfer.sh GDX_RUN MODULE UCP_GPU_CHECK TLS MEM N EXPECT [CHECK-ARGS...]
 #     TLS   gdx transports for UCX_TLS (the first one is the one checked), e.g. gdx_shm or gdx_tcp,gdx_copy
 #     MEM   host | cuda
+UCT_TEST_TIMEOUT=${UCT_TEST_TIMEOUT:-500} # 256 MiB staged both ways at every odd size on a loaded 2-core host
 . "$(dirname "$0")/lib.sh"
 gdx_run="$1" module="$2" check="$3" tls="$4" mem="$5" every="$6" expect="$7"
 shift 7
@@ -19,8 +20,8 @@ probe=$("$check" -m "$mem" -c 2>&1); rc=$?
 log="${TMPDIR:-/tmp}/uct-xfer-$tl-$mem-$$"
 aux=(); [ -n "${GDX_RUN_AUX:-}" ] && aux=(--aux "$GDX_RUN_AUX")
 export GDX_FAULT_P2P_EVERY="$every" GDX_UCT_STATS=yes GDX_LOG_LEVEL=info
-UCT_TEST_TIMEOUT=${UCT_TEST_TIMEOUT:-500} run_pair "$log" "$gdx_run" --module "$module" --tls "$tls" "${aux[@]}" \
-  "$check" -m "$mem" -t 480 "$@"
+run_pair "$log" "$gdx_run" --module "$module" --tls "$tls" "${aux[@]}" \
+  "$check" -m "$mem" -t "$(check_alarm)" "$@"
 grep -hE "^(tag|put|get)|PASS|FAIL" "$log.server" "$log.client" | grep -v " OK$" || true
 grep -q "ucp_gpu_check: PASS" "$log.client" && grep -q "ucp_gpu_check: PASS" "$log.server" ||
   fail "not both sides passed"

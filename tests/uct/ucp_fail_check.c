@@ -17,6 +17,8 @@
  *   badkey              the victim's packed rkey with gdx's key inside corrupted: ucp_ep_rkey_unpack must refuse it;
  *                       then (-r, UCX >= 1.16, staged: GDX_FAULT_P2P_EVERY=1) a well-formed key naming a region the
  *                       victim never had: the get fails (the victim refuses to serve it);
+ * Both sides flush their endpoint before anything else (ucp_pair_wireup): what dies mid-transfer is a transfer that
+ * gdx carries.
  * No "get after ucp_mem_unmap" scenario: from 1.16 on, ucp_mem_map of user memory goes through UCP's registration
  * cache and ucp_mem_unmap returns the region to that cache (ucp_mm.c), so the UCT registration, and with it gdx's
  * key, stays valid until UCP evicts it; that a key stops working at uct_md_mem_dereg is checked at the UCT level
@@ -38,8 +40,11 @@ static int g_rma;
 
 static void on_alarm(int sig)
 {
-    static const char msg[] = "ucp_fail_check: timed out (alarm): something hung\n";
+    static const char msg[] = "ucp_fail_check: timed out (alarm): something hung while ";
+    const char *phase = ucp_pair_phase;
     ssize_t rc = write(2, msg, sizeof(msg) - 1);
+    rc = write(2, phase, strlen(phase));
+    rc = write(2, "\n", 1);
     (void)sig;
     (void)rc;
     _exit(3);
@@ -97,6 +102,7 @@ static int victim(const char *scenario)
     } else {
         memh = expose(buf, g_size);
     }
+    ucp_pair_phase = "serving the transfer";
     for (;;) { /* progress until told what to do (kill, stop) or that it is over (done) */
         struct pollfd pfd = {.fd = g.fd, .events = POLLIN};
         ucp_worker_progress(g.worker);
@@ -128,6 +134,7 @@ static int survive(void *req, char how, uint32_t pid, const char *what)
 {
     ucs_status_t st;
     double until = now_s() + 0.02; /* a fraction of what SIZE takes staged: the transfer is still under way */
+    ucp_pair_phase = "progressing the request before the victim dies";
     while (now_s() < until && ucp_request_check_status(req) == UCS_INPROGRESS) {
         ucp_worker_progress(g.worker);
     }
@@ -138,6 +145,8 @@ static int survive(void *req, char how, uint32_t pid, const char *what)
         return 1;
     }
     xfer(g.fd, &how, 1, 1);
+    ucp_pair_phase = how == 'k' ? "waiting for the request after the victim was killed"
+                                : "waiting for the request after the victim was stopped";
     st = ucp_pair_wait(&g, req);
     if (how == 's') {
         kill((pid_t)pid, SIGKILL); /* it stayed stopped all along: the failure came from the silence clock */
@@ -276,9 +285,15 @@ int main(int argc, char **argv)
         DIE(2, "-s tag-kill|tag-stop|get-kill|get-stop|badkey is required (and -S > 0)");
     }
     victim_host = (optind < argc) ? argv[optind] : NULL;
+    /* Line-buffered: UCX's log and our verdict reach the log file even when the alarm ends the process. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGALRM, on_alarm);
     alarm((unsigned)timeout);
     ucp_pair_open(&g, UCP_FEATURE_TAG | UCP_FEATURE_RMA, victim_host, port);
+    /* Both endpoints wired up first: the victim must die while gdx carries the transfer, not while UCP still waits
+     * for its wire-up reply (which only UCP's own peer-failure handling could end; the survivor hung there, ~1 run
+     * in 30 under load). */
+    ucp_pair_wireup(&g);
     if (victim_host == NULL) {
         return victim(scenario);
     }

@@ -19,6 +19,9 @@
 #define DIE(code, ...) do { fprintf(stderr, PROG ": " __VA_ARGS__); fputc('\n', stderr); exit(code); } while (0)
 #define UCS(call) do { ucs_status_t s_ = (call); if (s_ != UCS_OK) DIE(2, "%s failed: %s", #call, ucs_status_string(s_)); } while (0)
 
+/* What the process is doing now, for a check's alarm handler to say where something hung. */
+static const char *volatile ucp_pair_phase = "setup";
+
 typedef struct {
     ucp_context_h ctx;
     ucp_worker_h  worker;
@@ -116,12 +119,23 @@ static ucs_status_t ucp_pair_wait(ucp_pair_t *p, void *req)
     return st;
 }
 
+/* Waits until the endpoint is wired up (a flush completes only then): a request issued before that waits in UCP for
+ * the peer's wire-up reply and never reaches the transport, so a peer that dies meanwhile is not something the
+ * transport can fail (gdx does not report dead endpoints to UCP: src/uct/README.md, Gaps). */
+static inline void ucp_pair_wireup(ucp_pair_t *p)
+{
+    ucp_request_param_t fp = {0};
+    ucp_pair_phase = "wiring up the endpoint (flush)";
+    UCS(ucp_pair_wait(p, ucp_ep_flush_nbx(p->ep, &fp)));
+}
+
 /* Closes the endpoint (forced: the peer may be gone), then everything else. sync: both sides first agree over
  * the out-of-band connection that they are done (a peer that is gone cannot). */
 static void ucp_pair_close(ucp_pair_t *p, int sync)
 {
     ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
     char byte = 0;
+    ucp_pair_phase = "closing the endpoint, worker and context";
     if (sync) {
         xfer(p->fd, &byte, 1, 1);
         xfer(p->fd, &byte, 1, 0);
