@@ -15,7 +15,8 @@
 namespace gdx::tp::shm {
 
 namespace {
-constexpr int64_t kCtrlPollIntervalNs = 1'000'000; // hang-up detection latency while idle
+// Hang-up detection latency while idle (the coarse clock it is read with rounds it up to a kernel tick).
+constexpr int64_t kCtrlPollIntervalNs = 1'000'000;
 } // namespace
 
 size_t segment_size(size_t ring_size, size_t extra_size) {
@@ -41,6 +42,12 @@ uint64_t host_identity() {
 int64_t Hub::now_ns() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int64_t Hub::coarse_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
@@ -165,12 +172,14 @@ void Hub::handle_pending(size_t i) {
 }
 
 unsigned Hub::progress_ctrl(bool force) {
-    int64_t now = now_ns();
     bool busy = !pending_.empty();
     for (Channel *c : channels_)
         if (c->state() == Channel::State::Connecting) busy = true;
-    if (!force && !busy && now < next_poll_ns_) return 0;
-    next_poll_ns_ = now + kCtrlPollIntervalNs;
+    // This runs on every progress call of the interface: the idle case reads only the coarse clock.
+    int64_t tick = coarse_ns();
+    if (!force && !busy && tick < next_poll_ns_) return 0;
+    next_poll_ns_ = tick + kCtrlPollIntervalNs;
+    int64_t now = now_ns(); // connection deadlines are on this clock
     unsigned n = 0;
     epoll_event evs[32];
     int k = epoll_wait(epoll_fd_, evs, 32, 0);

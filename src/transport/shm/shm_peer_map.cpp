@@ -63,7 +63,7 @@ gdx_status_t ShmEp::map_remote(const RemoteKey &rkey, uint8_t **local) {
             peer_maps_.erase(it);
             return st;
         }
-        if (active_ + maps_pending_++ == 0) busy_since_ns_ = Hub::now_ns();
+        if (active_ + maps_pending_++ == 0) busy_since_ns_ = Hub::coarse_ns();
         return GDX_INPROGRESS;
     }
     if (m.status != GDX_OK) return m.status;
