@@ -30,7 +30,7 @@ if [ -f /tmp/ucx/env.sh ] && [ -x $b/tests/uct/ucp_gpu_check ]; then
   . /tmp/ucx/env.sh
   for tls in gdx_shm,gdx_ipc,gdx_copy gdx_tcp,gdx_copy; do
     port=$(( 20000 + RANDOM % 20000 ))
-    run=(tools/gdx-run --module $b/src/transport/uct/libuct_gdx.so.0 --tls "$tls" --aux gdx_aux
+    run=(tools/gdx-run --module $b/src/uct/libuct_gdx.so.0 --tls "$tls" --aux gdx_aux
          $b/tests/uct/ucp_gpu_check -r -p "$port" -t 60)
     { echo "## UCX_TLS $tls, ucp_gpu_check -r"; timeout 90 "${run[@]}" & sleep 0.5
       timeout 90 "${run[@]}" 127.0.0.1; echo "client exit $?"; wait; echo "server exit $?"; } >> "$out/ucp-rma-gpu.txt" 2>&1

@@ -11,6 +11,7 @@
 #include "intranode_bench.h"
 
 #include "core/error.h"
+#include "transport/open_interfaces.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -135,12 +136,13 @@ void open_or_die(const std::string &transport, const std::string &device, Transp
         std::exit(2);
     }
     config_apply_logging(t->cfg, &err);
-    tp::Component *c = tp::find_component(transport);
-    std::vector<tp::DeviceDesc> devs;
-    if (c) c->query_devices(&devs);
-    for (auto &d : devs)
-        if (d.name == device && c->open(d, t->cfg, &t->iface) == GDX_OK && t->iface->ep_create(&t->ep) == GDX_OK)
-            return;
+    tp::OpenRequest req;
+    req.device = device;
+    if (tp::Component *c = tp::find_component(transport); c != nullptr) {
+        tp::OpenOutcome o = tp::open_interface(*c, t->cfg, req);
+        t->iface = std::move(o.iface);
+        if (o.status == GDX_OK && t->iface->ep_create(&t->ep) == GDX_OK) return;
+    }
     std::fprintf(stderr, "cannot open %s/%s: %s\n", transport.c_str(), device.c_str(), last_error().c_str());
     std::exit(2);
 }
@@ -157,31 +159,6 @@ void connect_or_die(Transport &t, const std::vector<uint8_t> &peer_addr) {
         std::fprintf(stderr, "connect: %s (%s)\n", gdx_status_string(st), last_error().c_str());
         std::exit(2);
     }
-}
-
-std::string hex(const uint8_t *p, size_t n) {
-    static const char *d = "0123456789abcdef";
-    std::string s;
-    for (size_t i = 0; i < n; ++i) {
-        s += d[p[i] >> 4];
-        s += d[p[i] & 15];
-    }
-    return s;
-}
-
-std::vector<uint8_t> unhex(const std::string &s) {
-    std::vector<uint8_t> v;
-    auto nib = [](char c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; };
-    for (size_t i = 0; i + 1 < s.size(); i += 2) v.push_back(static_cast<uint8_t>(nib(s[i]) << 4 | nib(s[i + 1])));
-    return v;
-}
-
-std::vector<std::string> words(const std::string &s) {
-    std::istringstream is(s);
-    std::vector<std::string> v;
-    std::string w;
-    while (is >> w) v.push_back(w);
-    return v;
 }
 
 gdx_status_t issue(tp::Interface &ifc, const std::function<gdx_status_t()> &f) {

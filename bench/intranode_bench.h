@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/config.h"
+#include "support/text.h"
 #include "transport/transport.h"
 
 #include <chrono>
@@ -45,9 +46,9 @@ void open_or_die(const std::string &transport, const std::string &device, Transp
 // Address exchange and connection, driving progress.
 void connect_or_die(Transport &t, const std::vector<uint8_t> &peer_addr);
 
-std::string hex(const uint8_t *p, size_t n);
-std::vector<uint8_t> unhex(const std::string &s);
-std::vector<std::string> words(const std::string &s);
+using test::hex;
+using test::unhex;
+using test::words;
 
 // Issue with back-pressure retries.
 gdx_status_t issue(tp::Interface &ifc, const std::function<gdx_status_t()> &f);

@@ -9,6 +9,7 @@
 // used when CMake found it (GDX_HAVE_NCCL_H); otherwise the few stable NCCL 2.x declarations below are.
 //   nccl_anchor [--mode p2p|shm|socket] [--gpus A,B] [--scale N]
 #include "memtype/cuda_driver.h"
+#include "support/text.h"
 
 #include <algorithm>
 #include <chrono>
@@ -168,16 +169,6 @@ int run(int rank, int gpu, const ncclUniqueId &id, const std::string &mode, int 
     return 0;
 }
 
-std::string to_hex(const void *p, size_t n) {
-    std::string s;
-    char b[3];
-    for (size_t i = 0; i < n; ++i) {
-        std::snprintf(b, sizeof(b), "%02x", static_cast<const unsigned char *>(p)[i]);
-        s += b;
-    }
-    return s;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -217,7 +208,7 @@ int main(int argc, char **argv) {
     if (nccl.GetVersion) nccl.GetVersion(&v);
     std::printf("# NCCL %d, mode %s, GPU %d -> GPU %d\n", v, mode.c_str(), gpu_a, gpu_b);
     NCCL_CHECK(nccl.GetUniqueId(&id)); // handed to rank 1 through a pipe on its stdin
-    std::string hex = to_hex(id.internal, sizeof(id.internal)) + "\n";
+    std::string hex = gdx::test::hex(id.internal, sizeof(id.internal)) + "\n";
     std::string self = "/proc/self/exe", gb = std::to_string(gpu_a) + "," + std::to_string(gpu_b),
                 sc = std::to_string(scale);
     std::vector<std::string> args{self, "--rank", "1", "--mode", mode, "--gpus", gb, "--scale", sc};

@@ -10,6 +10,7 @@
 // am_lat ping-pongs am_short messages and reports half the round trip (typical = median, and average).
 #include "core/config.h"
 #include "core/error.h"
+#include "support/text.h"
 #include "transport/rc/component.h"
 #include "transport/rc/device.h"
 #include "transport/transport.h"
@@ -30,6 +31,8 @@
 
 extern char **environ;
 using namespace gdx;
+using gdx::test::hex;
+using gdx::test::unhex;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -42,17 +45,6 @@ struct Opts {
     bool server = false;
 };
 
-std::string hex(const std::vector<uint8_t> &b) {
-    static const char *d = "0123456789abcdef";
-    std::string s;
-    for (uint8_t c : b) s += d[c >> 4], s += d[c & 15];
-    return s;
-}
-std::vector<uint8_t> unhex(const std::string &s) {
-    std::vector<uint8_t> b;
-    for (size_t i = 0; i + 1 < s.size(); i += 2) b.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
-    return b;
-}
 [[noreturn]] void die(const char *what) {
     std::fprintf(stderr, "rxe_bench: %s: %s\n", what, last_error().c_str());
     std::exit(1);

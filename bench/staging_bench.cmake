@@ -2,6 +2,5 @@
 # staged transfers between two processes over tcp. bench/staging_sweep.sh runs the matrix on the GPU machine.
 # A diagnostic of an internal component (it drives fb::Engine directly, with the tests' loop transport), not a
 # product figure: gdx_perftest --path staged measures staging through gdx_put.
-add_executable(staging_bench ${CMAKE_CURRENT_LIST_DIR}/staging_bench.cpp ${CMAKE_SOURCE_DIR}/tests/fallback/loop_transport.cpp)
-target_include_directories(staging_bench PRIVATE ${CMAKE_SOURCE_DIR}/tests/fallback)
-target_link_libraries(staging_bench PRIVATE gdx_internal)
+add_executable(staging_bench ${CMAKE_CURRENT_LIST_DIR}/staging_bench.cpp)
+target_link_libraries(staging_bench PRIVATE gdx_test_loop gdx_internal)

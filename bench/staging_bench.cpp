@@ -19,8 +19,8 @@
 #include "core/error.h"
 #include "fallback/engine.h"
 #include "gdx/gdx.h"
-#include "loop_transport.h"
 #include "memtype/memtype.h"
+#include "support/loop_transport.h"
 #include "transport/bootstrap.h"
 #if GDX_HAVE_CUDA_H
 #include "memtype/cuda_driver.h"

@@ -19,7 +19,7 @@
 #     --gdx-env     extra environment for the gdx configurations only
 #     --cpus        server and client CPUs (default 0,1; taskset)
 #   The GPU machine, upstream UCX 1.22 built into /tmp/ucx-cuda and the module built against its sources
-#   (/tmp/ucx-build):  bench/ucx_vs_gdx.sh --ucx-prefix /tmp/ucx-cuda --module <build>/src/transport/uct/libuct_gdx.so.0
+#   (/tmp/ucx-build):  bench/ucx_vs_gdx.sh --ucx-prefix /tmp/ucx-cuda --module <build>/src/uct/libuct_gdx.so.0
 #
 # Figures: tag_lat = ucx_perftest's typical (50th percentile) one-way latency in us, lower is better; tag_bw =
 # overall bandwidth in GB/s (1e9 B/s; ucx_perftest's MB/s are MiB/s), higher is better. Every ratio is written so
@@ -65,7 +65,7 @@ ucx_version=$(env "${ucx_env[@]}" "$ucx_info" -v 2>/dev/null |
               sed -n 's/^# Library version: //p; s/^# Version //p' | head -1)
 [ -n "$ucx_version" ] || die "cannot read the UCX version from $ucx_info -v"
 if [ -z "$module" ]; then
-  for cand in "$root"/build*/src/transport/uct/libuct_gdx.so.0; do [ -f "$cand" ] && { module="$cand"; break; }; done
+  for cand in "$root"/build*/src/uct/libuct_gdx.so.0; do [ -f "$cand" ] && { module="$cand"; break; }; done
 fi
 [ -f "$module" ] || die "libuct_gdx.so.0 not found (build it or pass --module)"
 [ -z "$base_module" ] || [ -f "$base_module" ] || die "--baseline-module $base_module: no such file"

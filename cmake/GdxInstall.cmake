@@ -33,7 +33,7 @@ if(TARGET uct_gdx)
   # UCX >= 1.22 scans <its libdir>/ucx/ for libuct_<name>.so.0: the module goes there, under its soname (the
   # scan matches UCX's own suffix, .so.0, not the versioned file). Older UCX loads only its configure-time
   # list: the module then goes to <libdir>/gdx/ucx/<version and configuration>/ with its manifest, and
-  # libuct_gdx_loader.so (what gdx-run preloads) picks it from there (src/transport/uct/README.md, "Loading").
+  # libuct_gdx_loader.so (what gdx-run preloads) picks it from there (src/uct/README.md, "Loading").
   if(GDX_UCX_FULL_VERSION VERSION_GREATER_EQUAL 1.22)
     set(GDX_UCX_MODULE_DIR "${CMAKE_INSTALL_LIBDIR}/ucx" CACHE STRING
         "Where UCX >= 1.22 looks for modules: <UCX libdir>/ucx (relative: under the install prefix)")
@@ -41,7 +41,7 @@ if(TARGET uct_gdx)
   else()
     set(_gdx_moddir ${CMAKE_INSTALL_LIBDIR}/gdx/ucx/${GDX_UCX_BUILD_TAG})
     install(FILES $<TARGET_FILE:uct_gdx> RENAME libuct_gdx.so.0 DESTINATION ${_gdx_moddir})
-    install(FILES ${CMAKE_BINARY_DIR}/src/transport/uct/libuct_gdx.ucx DESTINATION ${_gdx_moddir})
+    install(FILES ${CMAKE_BINARY_DIR}/src/uct/libuct_gdx.ucx DESTINATION ${_gdx_moddir})
     install(TARGETS uct_gdx_loader LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
   endif()
   # The package of one UCX build: named after it, depending on exactly the package that ships the libucp.so.0

@@ -9,7 +9,7 @@ function(gdx_add_gtest name)
     set(T_TIMEOUT 300)
   endif()
   add_executable(${name} ${T_SOURCES})
-  target_link_libraries(${name} PRIVATE gdx_internal GTest::gtest GTest::gtest_main ${T_LIBS})
+  target_link_libraries(${name} PRIVATE gdx_internal gdx_test_support GTest::gtest GTest::gtest_main ${T_LIBS})
   target_compile_definitions(${name} PRIVATE GDX_TEST_BINARY_DIR="${CMAKE_BINARY_DIR}"
                                              GDX_TEST_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60

@@ -13,9 +13,9 @@
 # (-DGDX_UCX_INFO=<path or wrapper script>) and, where that ucx_info cannot run here, its `ucx_info -b` output
 # (-DGDX_UCX_CONFIG_H=<file>). The internal headers always come from -DGDX_UCX_SRC_DIR=<source tree of exactly
 # that version>. What differs between releases is probed from that tree's headers (UCT_GDX_HAVE_*, read by
-# src/transport/uct/uct_gdx_compat.h).
+# src/uct/uct_gdx_compat.h).
 #
-# Sets, for src/transport/uct/CMakeLists.txt:
+# Sets, for src/uct/CMakeLists.txt:
 #   GDX_UCX_MODULE_OK        TRUE when the module can be built; FALSE (with a STATUS line saying why) otherwise
 #   GDX_UCX_FULL_VERSION     "1.13.1", the installed UCX
 #   GDX_UCX_SRC_DIR          the matching source tree (its src/ holds uct/base/*.h)
@@ -52,7 +52,7 @@ endif()
 # ---- the runtime: its version and its build's config.h ---------------------------------------------------
 # From ucx_info where the UCX has it (it loads the same libraries every application will, and prints config.h
 # verbatim); for a runtime-only UCX without it (a distribution's libucx0 without ucx-utils: the GPU machine),
-# from the libraries themselves: gdx_ucx_probe (src/transport/uct/gdx_ucx_probe.c), compiled and run here, asks
+# from the libraries themselves: gdx_ucx_probe (src/uct/gdx_ucx_probe.c), compiled and run here, asks
 # libucp for its version and reconstructs config.h from traces the configure options leave in the libraries,
 # saying for each value how it was read, and refusing in one line what it cannot tell.
 if(NOT GDX_UCX_INFO)
@@ -63,7 +63,7 @@ set(GDX_UCX_PROBED FALSE)
 if(NOT GDX_UCX_INFO AND GDX_UCX_LIBDIR)
   set(_gdx_probe_dir "${CMAKE_BINARY_DIR}/ucx-probe")
   file(MAKE_DIRECTORY "${_gdx_probe_dir}")
-  set(_gdx_probe_src "${CMAKE_SOURCE_DIR}/src/transport/uct")
+  set(_gdx_probe_src "${CMAKE_SOURCE_DIR}/src/uct")
   set(_gdx_dl "")
   foreach(_l IN LISTS CMAKE_DL_LIBS)
     list(APPEND _gdx_dl "-l${_l}")
@@ -338,7 +338,7 @@ else()
 endif()
 
 set(GDX_UCX_MODULE_OK TRUE)
-# Seen by the top level (install rules, CPack) and by tests/uct, not only by src/transport/uct.
+# Seen by the top level (install rules, CPack) and by tests/uct, not only by src/uct.
 set(GDX_UCX_FULL_VERSION "${GDX_UCX_FULL_VERSION}" CACHE INTERNAL "")
 set(GDX_UCX_BUILD_TAG "${GDX_UCX_BUILD_TAG}" CACHE INTERNAL "")
 foreach(_v GDX_UCX_CONFIG_DIR GDX_UCX_SRC_DIR_RESOLVED GDX_UCX_FEATURE_DEFS GDX_UCX_LIBDIR_RESOLVED GDX_UCX_PROBED)

@@ -5,16 +5,19 @@
 #      staged intra-node bars name) and the baseline tree's gdx_perftest (for "within noise of before");
 #   2. the UCX module on the machine's own UCX and Open MPI (tests/uct/gpu-system-ucx.sh), beside
 #   3. the GPU test set (ctest -L gpu), then compute-sanitizer memcheck on the GPU test cases --sanitize names;
-#   4. the staged intra-node bench beside upstream UCX and the baseline (bench/intranode_staged_vs_ucx.sh).
+#   4. the staged intra-node bench beside upstream UCX and the baseline (bench/intranode_staged_vs_ucx.sh);
+#   5. the UCX module built against that upstream UCX: ucx_perftest tag_bw of CUDA memory over gdx_shm through the
+#      staging engine, through UCP's own pipeline (GDX_UCT_ENGINE=no) and upstream sm,cuda_copy
+#      (bench/uct_engine_vs_pipeline.sh).
 #
 #   scripts/device-run.sh [--ucx-src TARBALL] [--sysucx TARBALL] [--baseline TARBALL] [--rounds N]
 #                         [--sanitize GTEST-FILTER] [--skip STEP,...]
 #     --ucx-src   upstream UCX release sources (a tarball whose top folder has configure or autogen.sh)
 #     --sysucx    the release sources of the machine's own UCX version (gpu-system-ucx.sh builds the module there)
 #     --baseline  `git archive` of the tree to compare gdx_perftest with (built for gdx_perftest only)
-#     --skip      any of: tests, sanitize, sysucx, bench
+#     --skip      any of: tests, sanitize, sysucx, bench, uct-bench
 # Writes $OUT/dev/ (the device tool returns at most 8 files, two folders deep): console.txt (this output),
-# ctest-gpu.txt, sanitizer.txt, sysucx.txt, staged-vs-ucx.txt and raw.tgz (every log). Every step is bounded; a
+# ctest-gpu.txt, sanitizer.txt, sysucx.txt, staged-vs-ucx.txt, uct-engine.txt and raw.tgz (every log). Every step is bounded; a
 # failed step is reported and the next one still runs. Exit status: 0 when every step that ran passed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,7 +53,7 @@ nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheade
 
 # ---- 1. builds --------------------------------------------------------------------------------------------------
 ucx_pid="" base_pid=""
-if [ -n "$ucx_src" ] && ! skipped bench; then
+if [ -n "$ucx_src" ] && { ! skipped bench || ! skipped uct-bench; }; then
   say "upstream UCX with CUDA from $ucx_src, in the background (/tmp/ucx-cuda)"
   (
     set -e
@@ -75,6 +78,14 @@ if [ -n "$baseline" ] && ! skipped bench; then
   ) > "$logs/baseline-build.log" 2>&1 &
   base_pid=$!
 fi
+# ---- 2. the machine's own UCX (in the background from the start: its module build is its own CPU work) ---------
+sys_pid=""
+if ! skipped sysucx && [ -n "$sysucx" ]; then
+  say "the UCX module on the machine's own UCX (tests/uct/gpu-system-ucx.sh), in the background"
+  timeout 600 tests/uct/gpu-system-ucx.sh "$sysucx" "$logs/sysucx" > "$out/sysucx.txt" 2>&1 &
+  sys_pid=$!
+fi
+
 say "gdx build (build-gpu)"
 if cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGDX_BUILD_UCT=OFF > "$logs/gdx-build.log" 2>&1 &&
    timeout 900 cmake --build build-gpu -j "$jobs" >> "$logs/gdx-build.log" 2>&1; then
@@ -82,14 +93,6 @@ if cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGDX_BUIL
 else
   tail -40 "$logs/gdx-build.log"
   fail "gdx build"
-fi
-
-# ---- 2. the machine's own UCX (in the background: its module build is CPU work) ----------------------------------
-sys_pid=""
-if ! skipped sysucx && [ -n "$sysucx" ]; then
-  say "the UCX module on the machine's own UCX (tests/uct/gpu-system-ucx.sh), in the background"
-  timeout 600 tests/uct/gpu-system-ucx.sh "$sysucx" "$logs/sysucx" > "$out/sysucx.txt" 2>&1 &
-  sys_pid=$!
 fi
 
 # ---- 3. GPU tests and compute-sanitizer ---------------------------------------------------------------------------
@@ -117,13 +120,15 @@ if [ -n "$sys_pid" ]; then
 fi
 
 # ---- 4. the staged intra-node bench (once UCX is built) ---------------------------------------------------------------------------------
+ucx_ok=0
+if [ -n "$ucx_pid" ]; then
+  say "waiting for the UCX build"
+  if wait "$ucx_pid" && [ -x /tmp/ucx-cuda/bin/ucx_perftest ]; then ucx_ok=1
+  else tail -30 "$logs/ucx-cuda-build.log"; fail "UCX with CUDA did not build: the benches run without it"; fi
+fi
 if ! skipped bench; then
   ucx_args=() base_args=()
-  if [ -n "$ucx_pid" ]; then
-    say "waiting for the UCX build"
-    if wait "$ucx_pid" && [ -x /tmp/ucx-cuda/bin/ucx_perftest ]; then ucx_args=(--ucx-prefix /tmp/ucx-cuda)
-    else tail -30 "$logs/ucx-cuda-build.log"; fail "UCX with CUDA did not build: the bench runs without it"; fi
-  fi
+  [ "$ucx_ok" = 1 ] && ucx_args=(--ucx-prefix /tmp/ucx-cuda)
   if [ -n "$base_pid" ]; then
     if wait "$base_pid" && [ -x /tmp/baseline/build/perftest/gdx_perftest ]; then
       base_args=(--baseline-perftest /tmp/baseline/build/perftest/gdx_perftest)
@@ -134,6 +139,17 @@ if ! skipped bench; then
     --rounds "$rounds" "${ucx_args[@]}" "${base_args[@]}" > /dev/null 2>&1 || fail "the staged bench"
   cp "$logs/bench/staged-vs-ucx.txt" "$out/" 2>/dev/null
   grep -E "^bar |^check |^# medians|^validated" "$out/staged-vs-ucx.txt"
+fi
+
+# ---- 5. the UCX module's engine path vs UCP's own pipeline vs upstream (needs the UCX with CUDA) ----------------
+if ! skipped uct-bench && [ "$ucx_ok" = 1 ]; then
+  say "the UCX module over upstream UCX with CUDA (bench/uct_engine_vs_pipeline.sh, $rounds rounds)"
+  timeout 900 bench/uct_engine_vs_pipeline.sh --out "$logs/bench/uct-engine.txt" --ucx-prefix /tmp/ucx-cuda \
+    --ucx-src /tmp/ucx-build --rounds "$rounds" > /dev/null 2>&1 || fail "the UCX module bench"
+  cp "$logs/bench/uct-engine.txt" "$out/" 2>/dev/null
+  grep -E "^bar |^# medians|^# module|^n/a|^(engine|pipeline|ucx) " "$out/uct-engine.txt" | tail -30
+elif ! skipped uct-bench; then
+  echo "# the UCX module bench needs upstream UCX with CUDA (--ucx-src): not run"
 fi
 
 say "packing logs"

@@ -193,24 +193,17 @@ gdx_status_t one_sided(bool is_put, gdx_ep_t *ep, gdx_mem_t *mem, size_t offset,
                              st == GDX_INPROGRESS ? gdx::log::Level::Debug : gdx::log::Level::Error, "api",
                              "%s: the endpoint is not connected (%s)",
                             what, gdx_status_string(st));
-        size_t lane = 0;
-        if (gdx_status_t st = gdx::choose_lane(*ep->impl, *mem->impl, offset, *rkey->impl, remote_offset, len, &lane);
-            st != GDX_OK)
-            return st;
-        gdx::Endpoint::Lane &l = ep->impl->lanes()[lane];
+        // The staging layer picks the lane (fallback/lanes.h) and checks the request's range and rights, once.
+        gdx::fb::Lane lanes[gdx::fb::kMaxLanes];
+        const size_t nlanes = ep->impl->staging_lanes(*mem->impl, *rkey->impl, lanes);
         auto req = std::make_unique<gdx_request>();
-        req->transport = l.slot->name();
         req->req.cb = gdx_request::on_complete;
         req->req.user = req.get();
-        gdx::fb::Region *region = mem->impl->region(l.slot);
-        const gdx::fb::RemoteRegion &remote = *rkey->impl->remote(lane);
-        gdx::fb::Engine &eng = *l.slot->engine;
-        gdx_status_t st =
-            !is_put ? eng.get(*l.ep, *region, offset, remote, remote_offset, len, &req->req)
-            : notify != nullptr
-                ? eng.put_notify(*l.ep, *region, offset, remote, remote_offset, len, *notify, &req->req)
-                : eng.put(*l.ep, *region, offset, remote, remote_offset, len, &req->req);
+        size_t lane = 0;
+        gdx_status_t st = gdx::fb::submit({lanes, nlanes}, {is_put, offset, remote_offset, len, notify}, &req->req,
+                                          &lane);
         if (st != GDX_OK && st != GDX_INPROGRESS) return st;
+        req->transport = ep->impl->lanes()[lane].slot->name(); // read by gdx_request_path only, never by completion
         *req_p = req.release();
         return GDX_OK;
     });

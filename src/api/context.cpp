@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "transport/config_vars.h"
+#include "transport/open_interfaces.h"
 
 #include <cstdio>
 #include <fstream>
@@ -34,23 +35,22 @@ gdx_status_t Context::open_transports() {
     if (opened_) return transports_.empty() ? GDX_ERR_UNREACHABLE : GDX_OK;
     opened_ = true;
     if (gdx_status_t st = mem::Detector::create(config_, &detector_); st != GDX_OK) return st;
+    tp::OpenRequest req;
+    req.allow = [this](std::string_view name) { return config_.list_allows(tp::TransportVar::TLS, name); };
+    req.try_next_device = false; // one interface per transport: on the GPU this process is bound to
     std::string skipped;
-    for (tp::Component *c : tp::components()) {
-        std::string name(c->name());
-        if (!config_.list_allows(tp::TransportVar::TLS, name)) continue;
-        std::vector<tp::DeviceDesc> devs;
-        if (c->query_devices(&devs) != GDX_OK || devs.empty()) {
-            skipped += " " + name + " (no device)";
+    for (tp::OpenOutcome &o : tp::open_interfaces(config_, req)) {
+        std::string name(o.component->name());
+        if (o.status != GDX_OK) {
+            skipped += " " + name;
+            skipped +=
+                o.devices == 0 ? " (no device)" : std::string(" (open failed: ") + gdx_status_string(o.status) + ")";
             continue;
         }
-        tp::prefer_current_gpu(&devs); // one interface per transport: on the GPU this process is bound to
         TransportSlot slot;
-        slot.component = c;
-        slot.device = devs.front();
-        if (gdx_status_t st = c->open(slot.device, config_, &slot.iface); st != GDX_OK) {
-            skipped += " " + name + " (open failed: " + gdx_status_string(st) + ")";
-            continue;
-        }
+        slot.component = o.component;
+        slot.device = std::move(o.device);
+        slot.iface = std::move(o.iface);
         if (gdx_status_t st = fb::Engine::create(*slot.iface, config_, &slot.engine, detector_.get()); st != GDX_OK) {
             skipped += " " + name + " (staging engine: " + gdx_status_string(st) + ")";
             continue;

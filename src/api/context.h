@@ -22,11 +22,6 @@ struct TransportSlot {
     std::unique_ptr<fb::Engine> engine;
     std::string name() const { return std::string(component->name()); }
     bool intra_node() const { return (iface->caps().flags & tp::kCapIntraNode) != 0; }
-    // The transport reaches pinned host memory, so the engine can stage over it.
-    bool can_stage() const {
-        return (iface->caps().direct_types & tp::type_bit(mem::MemType::HostPinned)) != 0 &&
-               (iface->caps().flags & tp::kCapAmBcopy) != 0;
-    }
 };
 
 class Context {

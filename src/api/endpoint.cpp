@@ -267,25 +267,11 @@ gdx_status_t RemoteKey::unpack(Endpoint &ep, std::span<const uint8_t> blob, std:
     return GDX_OK;
 }
 
-gdx_status_t choose_lane(Endpoint &ep, const Memory &mem, size_t off, const RemoteKey &rkey, size_t roff, size_t len,
-                         size_t *lane) {
-    size_t stage = SIZE_MAX, any = SIZE_MAX;
-    for (size_t i = 0; i < ep.lanes().size(); ++i) {
-        const fb::Region *r = mem.region(ep.lanes()[i].slot);
-        const fb::RemoteRegion *rr = rkey.remote(i);
-        if (r == nullptr || rr == nullptr) continue;
-        if (off <= r->length() && len <= r->length() - off && r->direct(off, len) && rr->direct(roff, len)) {
-            *lane = i; // reaches both buffers directly: nothing is faster
-            return GDX_OK;
-        }
-        if (stage == SIZE_MAX && ep.lanes()[i].slot->can_stage()) stage = i;
-        if (any == SIZE_MAX) any = i;
-    }
-    *lane = stage != SIZE_MAX ? stage : any;
-    if (*lane == SIZE_MAX)
-        return GDX_FAIL(GDX_ERR_UNREACHABLE, kComp, "no lane of the endpoint (%s) has both this registration and "
-                        "the peer's key", ep.transports().c_str());
-    return GDX_OK;
+size_t Endpoint::staging_lanes(const Memory &mem, const RemoteKey &rkey, std::span<fb::Lane> out) {
+    size_t n = std::min(lanes_.size(), out.size());
+    for (size_t i = 0; i < n; ++i)
+        out[i] = {lanes_[i].slot->engine.get(), lanes_[i].ep.get(), mem.region(lanes_[i].slot), rkey.remote(i)};
+    return n;
 }
 
 } // namespace gdx

@@ -8,8 +8,8 @@
 //                       order; if there is none, the first other transport both have;
 //   peer elsewhere      the first transport both have that is not intra-node (rc before tcp: rc is only there
 //                       when this host has an RDMA device).
-// A put or get takes the first lane that reaches both buffers directly; when none does it is staged over the
-// first lane that can stage (reaches pinned host memory), so "it just picks the fastest path".
+// Which lane carries a put or get is the staging layer's decision (fallback/lanes.h: the first lane that reaches
+// both buffers directly, else the first that can stage): the api hands it the lanes (staging_lanes) and the request.
 //
 // Address blob (little-endian): magic u32 "GDXA", version u16, count u16, host id u64, then per transport:
 //   name_len u8, name, addr_len u32, address bytes.
@@ -18,6 +18,7 @@
 #pragma once
 
 #include "api/context.h"
+#include "fallback/lanes.h"
 
 #include <memory>
 #include <span>
@@ -25,6 +26,8 @@
 #include <vector>
 
 namespace gdx {
+
+class RemoteKey;
 
 class Memory {
   public:
@@ -62,6 +65,10 @@ class Endpoint {
     gdx_status_t close();
     // Takes up to `max` notifications that arrived on the lanes, oldest first (merged by arrival across lanes).
     size_t notify_poll(uint64_t *values, size_t max);
+    // The lanes as the staging layer chooses among them (fb::submit): per lane, its engine and transport endpoint,
+    // `mem`'s registration with that engine and `rkey`'s key for that transport (nullptr where there is none).
+    // Fills out[0..n) in lane order and returns n (at most out.size()).
+    size_t staging_lanes(const Memory &mem, const RemoteKey &rkey, std::span<fb::Lane> out);
 
   private:
     Context *ctx_ = nullptr;
@@ -83,10 +90,5 @@ class RemoteKey {
     const Endpoint *ep_ = nullptr;
     std::vector<std::unique_ptr<fb::RemoteRegion>> keys_; // by lane index
 };
-
-// Picks the lane for a put/get of [off, +len) of `mem` against [roff, +len) of `rkey`: see the file comment.
-// GDX_ERR_UNREACHABLE when no lane has both a registration and a key.
-gdx_status_t choose_lane(Endpoint &ep, const Memory &mem, size_t off, const RemoteKey &rkey, size_t roff, size_t len,
-                         size_t *lane);
 
 } // namespace gdx

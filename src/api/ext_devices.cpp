@@ -3,8 +3,8 @@
 #include "api/ext_util.h"
 #include "api/handles.h"
 #include "gdx/gdx_ext.h"
-#include "memtype/cuda_driver.h"
 #include "memtype/free_hooks.h"
+#include "memtype/memory_ops.h"
 #include "memtype/memtype.h"
 
 #include <cerrno>
@@ -17,14 +17,14 @@ namespace {
 
 void print_gpus(TextOut &out) {
     out.printf("# GPUs (CUDA driver)\n");
-#if GDX_HAVE_CUDA_H
-    auto gpus = cuda::list_devices();
+    const mem::Ops &gpu = mem::ops(mem::MemKind::Cuda);
+    std::vector<mem::DeviceInfo> gpus;
+    gpu.devices(&gpus);
     if (gpus.empty()) {
-        out.printf("#   none found: %s\n", cuda::why_unavailable().c_str());
+        out.printf("#   none found: %s\n", gpu.why_unavailable().c_str());
         return;
     }
-    const auto *api = cuda::driver();
-    out.printf("#   driver API %d.%d\n", api->driver_version / 1000, (api->driver_version % 1000) / 10);
+    out.printf("#   driver API %d.%d\n", gpu.driver_version() / 1000, (gpu.driver_version() % 1000) / 10);
     for (const auto &g : gpus) {
         out.printf("GPU%d: %s, PCI %s, %.1f GiB, sm_%d%d%s\n", g.ordinal, g.name.c_str(), g.pci_bus_id.c_str(),
                    static_cast<double>(g.total_mem) / (1ull << 30), g.cc_major, g.cc_minor,
@@ -34,9 +34,6 @@ void print_gpus(TextOut &out) {
                    g.dmabuf_supported ? "yes" : "no", g.gdr_supported ? "yes" : "no", g.gdr_with_vmm ? "yes" : "no",
                    g.vmm_supported ? "yes" : "no", g.posix_fd_handles ? "yes" : "no", g.async_engines);
     }
-#else
-    out.printf("#   none found: gdx was built without CUDA headers\n");
-#endif
 }
 
 // How memory-type cache hits are validated, and why (GDX_MEMTYPE_CACHE, GDX_MEMTYPE_HOOKS; src/memtype/README.md):

@@ -7,11 +7,11 @@
 #include "api/handles.h"
 #include "core/error.h"
 #include "gdx/gdx_ext.h"
-#include "memtype/cuda_driver.h"
+#include "memtype/memory_ops.h"
+#include "topo/config_vars.h"
+#include "topo/topology.h"
 #include "transport/rc/config_vars.h"
 #include "transport/rc/device.h"
-#include "transport/topo/config_vars.h"
-#include "transport/topo/topology.h"
 
 #include <cstdio>
 
@@ -45,13 +45,12 @@ Devices collect_devices(const Config &cfg, const topo::Topology &t) {
         d.gpus = t.gpus();
         for (const topo::PciDevice &n : t.nics()) d.nics.push_back({n.name, n.bus_id, {}, true});
     } else {
-#if GDX_HAVE_CUDA_H
-        for (const cuda::DeviceInfo &g : cuda::list_devices())
+        const mem::Ops &gpu = mem::ops(mem::MemKind::Cuda);
+        std::vector<mem::DeviceInfo> gpus;
+        gpu.devices(&gpus);
+        for (const mem::DeviceInfo &g : gpus)
             d.gpus.push_back({"GPU" + std::to_string(g.ordinal), topo::normalize_bus_id(g.pci_bus_id)});
-        d.no_gpu_why = cuda::why_unavailable();
-#else
-        d.no_gpu_why = "gdx was built without CUDA headers";
-#endif
+        d.no_gpu_why = gpu.why_unavailable();
         std::vector<tp::rc::PortDesc> ports;
         tp::rc::list_ports(&ports);
         for (const tp::rc::PortDesc &p : ports) {

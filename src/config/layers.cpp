@@ -14,21 +14,22 @@
 #include "transport/rc/config_vars.h"
 #include "transport/shm/config_vars.h"
 #include "transport/tcp/config_vars.h"
-#include "transport/topo/config_vars.h"
+#include "topo/config_vars.h"
+#include "uct/config_vars.h"
 
 namespace gdx {
 
 std::span<ConfigLayer *const> config_layers() {
     static ConfigLayer *const kLayers[] = {
         &mem::memtype_config::kLayer,  // src/memtype
-        &topo::topo_config::kLayer,    // src/transport/topo
+        &topo::topo_config::kLayer,    // src/topo
         &tp::transport_config::kLayer, // src/transport (what every transport shares)
         &tp::tcp_config::kLayer,       // src/transport/tcp
         &tp::shm_config::kLayer,       // src/transport/shm
         &tp::cuda_ipc_config::kLayer,  // src/transport/cuda_ipc
         &tp::rc_config::kLayer,        // src/transport/rc
         &fb::staging_config::kLayer,   // src/fallback
-        // The api and the UCX glue declare no rows today; theirs would come last, in that order.
+        &uct::uct_config::kLayer,      // src/uct (the UCX module; the api declares no rows)
     };
     return kLayers;
 }

@@ -83,6 +83,8 @@ std::string config_accepted_base(const ConfigVarDesc &d) {
     return "?";
 }
 
+// One case per row type, then the row's range and choices: longer than the ~80-line rule, kept whole so a value's
+// whole way from text to typed value is one read.
 gdx_status_t config_parse_value(const ConfigVarDesc &d, std::string_view text, ConfigValue *out,
                                 std::string *error) {
     std::string why;

@@ -28,8 +28,8 @@ gdx_status_t BouncePool::create(tp::MemoryDomain &md, mem::MemKind kind, int dev
     const int near = kind == mem::MemKind::Host ? -1 : device;
     // Where the transport can share memory with its peers (kCapPeerMap), the pool lives in a shared segment that
     // peers map: a peer's copy engine then writes our slots directly (README.md, "Zero-copy between processes").
-    if (alloc_near_device([&](void **out) { return md.alloc_shared(p->bytes_, out); }, p->bytes_, near, &mem,
-                          &p->placement_) == GDX_OK) {
+    if (alloc_near_device([&](void **out) { return md.alloc_shared(p->bytes_, out); }, p->bytes_, near,
+                          layout.topo_file, &mem, &p->placement_) == GDX_OK) {
         if (row.host_register(mem, p->bytes_, device) == GDX_OK) {
             p->shared_md_ = &md;
             p->placement_ += "; shared with peers";
@@ -41,7 +41,8 @@ gdx_status_t BouncePool::create(tp::MemoryDomain &md, mem::MemKind kind, int dev
         }
     }
     if (mem == nullptr) {
-        if (gdx_status_t st = alloc_near_device(row, p->bytes_, near, &mem, &p->placement_); st != GDX_OK)
+        if (gdx_status_t st = alloc_near_device(row, p->bytes_, near, layout.topo_file, &mem, &p->placement_);
+            st != GDX_OK)
             return GDX_FAIL(st, kComp, "bounce pool %u: %s host_alloc of %s for device %d failed", id, row.name,
                             format_size(p->bytes_).c_str(), device);
     }

@@ -35,6 +35,7 @@ class BouncePool {
         unsigned initiator_slots = 0; // ≥ 1 each
         unsigned responder_slots = 0;
         unsigned target_slots = 0;
+        std::string topo_file; // GDX_TOPO_FILE: the topology its NUMA placement comes from ("" = this machine)
     };
 
     // Allocates with the ops row of `kind` near `device`, registers with `md` for every access. GDX_ERR_UNREACHABLE

@@ -2,17 +2,19 @@
 
 #include "core/error.h"
 #include "fallback/config_vars.h"
-#include "fallback/engine_core.h"
+#include "fallback/copy_service.h"
+#include "fallback/peer_table.h"
+#include "fallback/pool_registry.h"
+#include "fallback/region_table.h"
+#include "fallback/reporter.h"
 #include "fallback/staging_pipeline.h"
 #include "fallback/staging_target.h"
-#include "memtype/access_probe.h"
 #include "memtype/memtype.h"
+#include "topo/config_vars.h"
 #include "transport/config_vars.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
-#include <sys/random.h>
 #include <time.h>
 
 namespace gdx::fb {
@@ -28,6 +30,7 @@ gdx_status_t Params::from_config(const Config &cfg, Params *out) {
     p.pool_slots = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(StagingVar::STAGING_POOL), 1u << 20));
     p.small_thresh = cfg.size(StagingVar::STAGING_THRESH);
     p.peer_timeout_ns = cfg.duration(tp::TransportVar::PEER_TIMEOUT).count(); // inf: INT64_MAX, the clock never fires
+    p.topo_file = cfg.str(topo::TopoVar::TOPO_FILE);
     p.fault.p2p_every = cfg.uint(StagingVar::FAULT_P2P_EVERY);
     p.fault.p2p_percent = cfg.uint(StagingVar::FAULT_P2P_PERCENT);
     p.fault.copy_every = cfg.uint(StagingVar::FAULT_COPY_EVERY);
@@ -49,126 +52,6 @@ gdx_status_t Params::from_config(const Config &cfg, Params *out) {
     return GDX_OK;
 }
 
-// ---- EngineCore ----------------------------------------------------------------------------------------------
-
-gdx_status_t EngineCore::pool(mem::MemKind kind, int device, BouncePool **out) {
-    uint16_t id = pool_id_for(kind, device);
-    auto it = pools.find(id);
-    if (it == pools.end()) {
-        BouncePool::Layout layout;
-        layout.slot_size = params.frag_size(kind);
-        // Half the pool is lent to peers, a quarter serves their gets, a quarter our own operations (the
-        // partitions are what keeps staging deadlock-free: bounce_pool.h).
-        unsigned n = params.pool_slots;
-        layout.target_slots = fault.cap_slots(std::max(1u, n / 2));
-        layout.responder_slots = fault.cap_slots(std::max(1u, n / 4));
-        layout.initiator_slots = fault.cap_slots(std::max(1u, n - n / 2 - n / 4));
-        std::unique_ptr<BouncePool> p;
-        if (gdx_status_t st = BouncePool::create(iface.md(), kind, kind == mem::MemKind::Host ? -1 : std::max(device, 0),
-                                                 id, layout, &p);
-            st != GDX_OK)
-            return st;
-        it = pools.emplace(id, std::move(p)).first;
-    }
-    *out = it->second.get();
-    return GDX_OK;
-}
-
-gdx_status_t EngineCore::grantor(uint16_t pool_id, CreditGrantor **out) {
-    auto it = grantors.find(pool_id);
-    if (it == grantors.end()) {
-        BouncePool *p = nullptr;
-        mem::MemKind kind = pool_id == 0 ? mem::MemKind::Host : mem::MemKind::Cuda;
-        if (kind == mem::MemKind::Cuda && !mem::ops(kind).available())
-            return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "a peer asked for slots of GPU %d's pool, but no GPU is usable here",
-                            pool_id - 1);
-        if (gdx_status_t st = pool(kind, pool_id - 1, &p); st != GDX_OK) return st;
-        it = grantors.emplace(pool_id, std::make_unique<CreditGrantor>(*p)).first;
-    }
-    *out = it->second.get();
-    return GDX_OK;
-}
-
-PeerLink &EngineCore::peer(tp::Endpoint &ep) {
-    auto it = peers.find(&ep);
-    if (it == peers.end()) it = peers.emplace(&ep, std::make_unique<PeerLink>(ep, params.am_id, in_progress)).first;
-    return *it->second;
-}
-
-Region *EngineCore::region(uint64_t id) const {
-    auto it = regions.find(id);
-    return it == regions.end() ? nullptr : it->second.get();
-}
-
-gdx_status_t EngineCore::copy_async(void *dst, const void *src, size_t len, mem::MemKind kind, int device,
-                                    mem::CopyDir dir, mem::CopyHandle *h, bool peer_named) {
-    if (fault.fail_copy()) {
-        ++stats.copy_failures;
-        return fail(GDX_ERR_IO, log::Level::Debug, kComp,
-                    "staging copy of %zu bytes failed: injected by GDX_FAULT_COPY_EVERY", len);
-    }
-    if (peer_named && kind == mem::MemKind::Host) return guarded_host_copy(dst, src, len);
-    gdx_status_t st = mem::ops(kind).copy_async(dst, src, len, device, dir, h);
-    if (st != GDX_OK && st != GDX_INPROGRESS) ++stats.copy_failures; // the row logged what failed
-    return st;
-}
-
-gdx_status_t EngineCore::guarded_host_copy(void *dst, const void *src, size_t len) {
-    if (int e = mem::guarded_copy(dst, src, len); e != 0) {
-        ++stats.copy_failures;
-        return fail_errno(GDX_ERR_INVALID_ADDR, e, kComp,
-                          "target copy of %zu bytes: registered memory is no longer accessible (unmapped or protected "
-                          "after registration)", len);
-    }
-    return GDX_OK;
-}
-
-gdx_status_t EngineCore::copy_test(mem::CopyHandle *h) {
-    gdx_status_t st = mem::ops(h->kind).copy_test(h);
-    if (st != GDX_OK && st != GDX_INPROGRESS) ++stats.copy_failures;
-    return st;
-}
-
-gdx_status_t EngineCore::copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device,
-                                   mem::CopyDir dir, bool peer_named) {
-    if (fault.fail_copy()) {
-        ++stats.copy_failures;
-        return fail(GDX_ERR_IO, log::Level::Debug, kComp,
-                    "small-message copy of %zu bytes failed: injected by GDX_FAULT_COPY_EVERY", len);
-    }
-    if (peer_named && kind == mem::MemKind::Host) return guarded_host_copy(dst, src, len);
-    const mem::Ops &row = mem::ops(kind);
-    void *scratch = nullptr;
-    if (kind != mem::MemKind::Host && dir != mem::CopyDir::Unknown && len <= small_max) {
-        auto [it, fresh] = small_scratch.try_emplace(device, nullptr);
-        if (fresh && row.host_alloc(std::max<size_t>(small_max, 1), device, &it->second) != GDX_OK)
-            it->second = nullptr; // said by host_alloc; the copies below then go straight (slower, still right)
-        scratch = it->second;
-    }
-    gdx_status_t st;
-    if (scratch == nullptr) {
-        st = row.copy(dst, src, len, device);
-    } else if (dir == mem::CopyDir::ToHost) {
-        st = row.copy_pinned(scratch, src, len, device, dir);
-        if (st == GDX_OK) std::memcpy(dst, scratch, len);
-    } else {
-        std::memcpy(scratch, src, len);
-        st = row.copy_pinned(dst, scratch, len, device, dir);
-    }
-    if (st != GDX_OK) ++stats.copy_failures;
-    return st;
-}
-
-EngineCore::~EngineCore() {
-    for (auto &[device, p] : small_scratch)
-        if (p != nullptr) mem::ops(mem::MemKind::Cuda).host_free(p);
-}
-
-void EngineCore::protocol_error(const char *what, const std::string &why) {
-    ++stats.protocol_errors;
-    GDX_WARN(kComp, "refused %s from a peer: %s", what, why.c_str());
-}
-
 // ---- Engine --------------------------------------------------------------------------------------------------
 
 namespace {
@@ -179,10 +62,8 @@ int64_t now_ns() {
     return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-} // namespace
-
-namespace {
 void ignore_am(void *, tp::Endpoint *, const void *, size_t) {}
+
 } // namespace
 
 gdx_status_t Engine::create(tp::Interface &iface, const Config &cfg, std::unique_ptr<Engine> *out,
@@ -199,6 +80,20 @@ gdx_status_t Engine::create(tp::Interface &iface, const Config &cfg, std::unique
     return GDX_OK;
 }
 
+Engine::Engine(tp::Interface &iface, const Params &params, mem::Detector &detector)
+    : iface_(iface), params_(params), detector_(detector) {
+    // The services, then the two sides that use them; each constructor names what it uses (README: "Services").
+    const tp::Capabilities &caps = iface.caps();
+    const SmallLimits small = SmallLimits::of(caps, params_);
+    report_ = std::make_unique<Reporter>();
+    copies_ = std::make_unique<CopyService>(params_.fault, small.put, *report_);
+    pools_ = std::make_unique<PoolRegistry>(iface.md(), params_);
+    regions_ = std::make_unique<RegionTable>();
+    peers_ = std::make_unique<PeerTable>(params_.am_id);
+    pipeline_ = std::make_unique<StagingPipeline>(caps, params_, small, *pools_, *copies_, *report_);
+    target_ = std::make_unique<StagingTarget>(caps, iface.md(), params_, *regions_, *pools_, *copies_, *report_);
+}
+
 gdx_status_t Engine::create(tp::Interface &iface, const Params &params, mem::Detector &detector,
                             std::unique_ptr<Engine> *out) {
     if (out == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "engine create: null output");
@@ -209,18 +104,10 @@ gdx_status_t Engine::create(tp::Interface &iface, const Params &params, mem::Det
     if ((caps.flags & tp::kCapPut) == 0)
         return GDX_FAIL(GDX_ERR_UNSUPPORTED, kComp, "the %.*s transport has no put: the staging engine needs it",
                         static_cast<int>(iface.transport_name().size()), iface.transport_name().data());
-    std::unique_ptr<Engine> e(new Engine);
-    e->core_ = std::make_unique<EngineCore>(iface, params, detector);
-    EngineCore &c = *e->core_;
-    if ((caps.flags & tp::kCapAmBcopy) != 0 && caps.max_am_bcopy > kSmallPutOverhead)
-        c.small_max = std::min<uint64_t>(params.small_thresh, caps.max_am_bcopy - kSmallPutOverhead);
-    if ((caps.flags & tp::kCapAmBcopy) != 0 && caps.max_am_bcopy > kSmallPutNotifyOverhead)
-        c.small_max_notify = std::min<uint64_t>(params.small_thresh, caps.max_am_bcopy - kSmallPutNotifyOverhead);
+    std::unique_ptr<Engine> e(new Engine(iface, params, detector));
     if ((caps.flags & tp::kCapAmBcopy) == 0)
         GDX_INFO(kComp, "the %.*s transport has no am_bcopy: only direct fragments can move over it",
                  static_cast<int>(iface.transport_name().size()), iface.transport_name().data());
-    e->pipeline_ = std::make_unique<StagingPipeline>(c);
-    e->target_ = std::make_unique<StagingTarget>(c);
     if (gdx_status_t st = iface.set_am_handler(params.am_id, on_am, e.get()); st != GDX_OK)
         return GDX_FAIL(st, kComp, "engine create: registering active-message handler %u failed", params.am_id);
     if (params.fault.any())
@@ -235,8 +122,6 @@ gdx_status_t Engine::create(tp::Interface &iface, const Params &params, mem::Det
 }
 
 Engine::~Engine() {
-    if (core_ == nullptr) return;
-    EngineCore &c = *core_;
     if (pipeline_->active() != 0)
         GDX_WARN(kComp, "engine destroyed with %zu requests active: they complete with GDX_ERR_CANCELED",
                  pipeline_->active());
@@ -245,32 +130,35 @@ Engine::~Engine() {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while ((pipeline_->active() != 0 || target_->active() != 0) && std::chrono::steady_clock::now() < deadline)
         progress();
-    c.iface.set_am_handler(c.params.am_id, ignore_am, nullptr);
+    iface_.set_am_handler(params_.am_id, ignore_am, nullptr);
     if (pipeline_->active() != 0 || target_->active() != 0) {
         // Freeing now could let a late completion write into freed memory: keep everything (a bounded leak).
         GDX_ERROR(kComp, "engine teardown: %zu requests and %zu peer jobs did not finish in 5 s; leaking their state",
                   pipeline_->active(), target_->active());
-        (void)pipeline_.release();
         (void)target_.release();
-        (void)core_.release();
+        (void)pipeline_.release();
+        (void)peers_.release();
+        (void)regions_.release();
+        (void)pools_.release();
+        (void)copies_.release();
+        (void)report_.release();
         return;
     }
     pipeline_.reset();
     target_.reset();
-    c.grantors.clear();
-    c.regions.clear(); // deregisters before the pools and the interface go
-    c.pools.clear();
+    pools_->drop_grantors();
+    regions_->clear(); // deregisters before the pools and the interface go
+    pools_->drop_pools();
 }
 
 gdx_status_t Engine::mem_reg(void *addr, size_t len, unsigned access, Region **out) {
-    EngineCore &c = *core_;
     if (addr == nullptr || len == 0 || out == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg(%p, %zu): null address, zero length or null output",
                         addr, len);
     if ((access & ~static_cast<unsigned>(tp::kAccessAll)) != 0 || access == 0)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg(%p, %zu): bad access flags %#x", addr, len, access);
     std::vector<mem::MemSegment> segs;
-    if (gdx_status_t st = c.detector.detect(addr, len, &segs); st != GDX_OK)
+    if (gdx_status_t st = detector_.detect(addr, len, &segs); st != GDX_OK)
         return GDX_FAIL(st, kComp, "mem_reg(%p, %zu): memory detection failed", addr, len);
     const mem::MemInfo &info = segs.front().info;
     for (const mem::MemSegment &s : segs)
@@ -281,27 +169,24 @@ gdx_status_t Engine::mem_reg(void *addr, size_t len, unsigned access, Region **o
                             addr, len, mem::kind_name(info.kind), info.device, mem::kind_name(s.info.kind),
                             s.info.device);
     std::unique_ptr<tp::MemHandle> memh;
-    if (gdx_status_t st = c.iface.md().mem_reg(addr, len, info, access, &memh); st == GDX_ERR_INVALID_ADDR)
+    if (gdx_status_t st = iface_.md().mem_reg(addr, len, info, access, &memh); st == GDX_ERR_INVALID_ADDR)
         return st; // the access probe's message names the cause (transport/reg_check.h): keep it
     else if (st != GDX_OK)
         return GDX_FAIL(st, kComp, "mem_reg(%p, %zu): the %.*s memory domain refused %s", addr, len,
-                        static_cast<int>(c.iface.md().name().size()), c.iface.md().name().data(),
+                        static_cast<int>(iface_.md().name().size()), iface_.md().name().data(),
                         mem::type_name(info.type));
     uint64_t id = 0;
-    while (id == 0 || c.regions.count(id) != 0) {
-        // Unguessable: a peer names regions by id in control messages, and a forged one must not hit.
-        if (getrandom(&id, sizeof(id), 0) != static_cast<ssize_t>(sizeof(id)))
-            return fail_errno(GDX_ERR_IO, errno, kComp, "mem_reg: getrandom for the region id");
-    }
+    if (gdx_status_t st = regions_->new_id(&id); st != GDX_OK) return st;
     auto region = std::make_unique<Region>(addr, len, info, access, id, std::move(memh));
-    const bool may_stage = !region->fully_direct() || c.fault.params().denies_direct();
-    if (may_stage && (c.iface.caps().direct_types & tp::type_bit(mem::MemType::HostPinned)) == 0) {
+    const bool may_stage = !region->fully_direct() || params_.fault.denies_direct();
+    if (may_stage && !can_stage_host()) {
         // The pool itself is made on first use (pinned memory is not spent on transports that never stage), but a
-        // transport that cannot reach pinned host memory can never stage: say so here, not mid-transfer.
+        // transport that neither reaches pinned host memory nor shares pools with its peers can never stage: say
+        // so here, not mid-transfer.
         return GDX_FAIL(GDX_ERR_UNREACHABLE, kComp,
                         "mem_reg(%p, %zu): the %.*s transport cannot stage %s memory it does not reach directly (it "
-                        "does not reach pinned host memory)%s",
-                        addr, len, static_cast<int>(c.iface.transport_name().size()), c.iface.transport_name().data(),
+                        "does not reach pinned host memory, and shares no pools with its peers)%s",
+                        addr, len, static_cast<int>(iface_.transport_name().size()), iface_.transport_name().data(),
                         mem::type_name(info.type),
                         region->fully_direct() ? " and GDX_FAULT_P2P_* denies fragments the direct path" : "");
     }
@@ -311,30 +196,27 @@ gdx_status_t Engine::mem_reg(void *addr, size_t len, unsigned access, Region **o
                       mem::type_name(info.type), ch.offset, ch.length, tp::reach_name(ch.reach),
                       ch.reason.empty() ? "" : " — ", ch.reason.c_str());
     }
-    *out = region.get();
-    c.regions.emplace(id, std::move(region));
+    *out = &regions_->insert(std::move(region));
     return GDX_OK;
 }
 
 gdx_status_t Engine::mem_dereg(Region *region) {
-    EngineCore &c = *core_;
-    if (region == nullptr || c.region(region->id()) != region)
+    if (region == nullptr || regions_->find(region->id()) != region)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_dereg: not a region of this engine");
     if (region->busy != 0)
         return fail(GDX_ERR_BUSY, log::Level::Debug, kComp, "mem_dereg: region %#llx is used by %u requests or peer transfers",
                         static_cast<unsigned long long>(region->id()), region->busy);
-    c.regions.erase(region->id());
+    regions_->erase(*region);
     return GDX_OK;
 }
 
 gdx_status_t Engine::pack_key(const Region &region, std::vector<uint8_t> *out) const {
     if (out == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "pack_key: null output");
-    return pack_region_key(region, core_->params.frag_size(region.info().kind), core_->iface.md().rkey_packed_size(),
-                           out);
+    return pack_region_key(region, params_.frag_size(region.info().kind), iface_.md().rkey_packed_size(), out);
 }
 
 gdx_status_t Engine::unpack_key(std::span<const uint8_t> packed, std::unique_ptr<RemoteRegion> *out) const {
-    return RemoteRegion::unpack(packed, core_->iface.md(), out);
+    return RemoteRegion::unpack(packed, iface_.md(), out);
 }
 
 gdx_status_t Engine::put(tp::Endpoint &ep, Region &local, size_t local_off, const RemoteRegion &remote,
@@ -353,64 +235,52 @@ gdx_status_t Engine::put_notify(tp::Endpoint &ep, Region &local, size_t local_of
 }
 
 bool Engine::notify_peek(tp::Endpoint &ep, Notification *out) const {
-    auto it = core_->peers.find(&ep);
-    if (it == core_->peers.end() || it->second->inbox.empty()) return false;
-    *out = it->second->inbox.front();
+    const PeerLink *link = peers_->find(ep);
+    if (link == nullptr || link->inbox.empty()) return false;
+    *out = link->inbox.front();
     return true;
 }
 
 void Engine::notify_pop(tp::Endpoint &ep) {
-    auto it = core_->peers.find(&ep);
-    if (it != core_->peers.end() && !it->second->inbox.empty()) it->second->inbox.pop();
+    PeerLink *link = peers_->find(ep);
+    if (link != nullptr && !link->inbox.empty()) link->inbox.pop();
 }
 
+// Where a put or get enters the staging layer, and the one place its range and rights are checked
+// (RegionTable::check_request); nothing after this checks them again for the request (README: "One range check
+// per request").
 gdx_status_t Engine::submit(bool is_put, tp::Endpoint &ep, Region &local, size_t local_off,
                             const RemoteRegion &remote, size_t remote_off, size_t len, Request *req,
                             const uint64_t *notify) {
-    EngineCore &c = *core_;
     const char *op = is_put ? "put" : "get";
     if (req == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: null request", op);
     if (req->op_ != nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: the request is still active", op);
-    if (c.region(local.id()) != &local)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: the local region is not registered with this engine", op);
-    if (local_off > local.length() || len > local.length() - local_off)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: local [%zu, +%zu) is outside the region of %zu bytes", op,
-                        local_off, len, local.length());
-    if (remote_off > remote.length() || len > remote.length() - remote_off)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: remote [%zu, +%zu) is outside the region of %llu bytes",
-                        op, remote_off, len, static_cast<unsigned long long>(remote.length()));
-    unsigned lneed = is_put ? tp::kAccessLocalRead : tp::kAccessLocalWrite;
-    unsigned rneed = is_put ? tp::kAccessRemoteWrite : tp::kAccessRemoteRead;
-    if ((local.access() & lneed) == 0 || (remote.access() & rneed) == 0)
-        return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp, "%s: the %s region was not registered for %s", op,
-                        (local.access() & lneed) == 0 ? "local" : "remote",
-                        (local.access() & lneed) == 0 ? (is_put ? "local read" : "local write")
-                                                      : (is_put ? "remote write" : "remote read"));
+    if (gdx_status_t st = regions_->check_request(is_put, local, local_off, remote, remote_off, len); st != GDX_OK)
+        return st;
     if (len == 0 && notify == nullptr) { // nothing to move; with a notification the value still goes, in order
         req->status = GDX_OK;
         req->path = PathReport{};
         return GDX_OK;
     }
-    return pipeline_->submit(is_put, c.peer(ep), local, local_off, remote, remote_off, len, req, notify);
+    return pipeline_->submit(is_put, peers_->get(ep), local, local_off, remote, remote_off, len, req, notify);
 }
 
 void Engine::on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length) {
     auto *e = static_cast<Engine *>(arg);
-    EngineCore &c = *e->core_;
     CtrlMsg m;
     std::string why;
     gdx_status_t st = ep == nullptr ? GDX_ERR_PROTOCOL : decode_ctrl({static_cast<const uint8_t *>(data), length}, &m, &why);
     if (st == GDX_ERR_UNSUPPORTED) {
         // Another version of the control protocol: nothing it sends can be read, nothing we send will be. Give the
         // peer up now, with that reason, rather than refuse message after message or wait for a timeout.
-        c.peer(*ep).declare_dead(GDX_ERR_UNSUPPORTED, why);
+        e->peers_->get(*ep).declare_dead(GDX_ERR_UNSUPPORTED, why);
         return;
     }
     if (st != GDX_OK) {
-        c.protocol_error("a control message", ep == nullptr ? "no endpoint" : why);
+        e->report_->protocol_error("a control message", ep == nullptr ? "no endpoint" : why);
         return;
     }
-    PeerLink &peer = c.peer(*ep);
+    PeerLink &peer = e->peers_->get(*ep);
     peer.heard(); // any word from the peer's engine resets the silence clock (peer_liveness.cpp)
     if (peer.dead()) {
         // Given up: what it asks is not served and what it answers is too late (its requests here failed).
@@ -418,22 +288,29 @@ void Engine::on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length)
         if (m.type != CtrlType::Bye) peer.say_bye(GDX_ERR_TIMEOUT);
         return;
     }
+    e->dispatch(peer, m);
+}
+
+// A control message from a live peer, to the side it is for: requests to the target side, answers to the
+// initiator side (the pipeline), credits and notifications to the peer's link, liveness here.
+void Engine::dispatch(PeerLink &peer, const CtrlMsg &m) {
+    std::string why;
     switch (m.type) {
-    case CtrlType::Want: e->target_->on_want(peer, m); break;
-    case CtrlType::Return: e->target_->on_return(peer, m); break;
-    case CtrlType::Filled: e->target_->on_filled(peer, m); break;
-    case CtrlType::GetReq: e->target_->on_get_req(peer, m); break;
+    case CtrlType::Want: target_->on_want(peer, m); break;
+    case CtrlType::Return: target_->on_return(peer, m); break;
+    case CtrlType::Filled: target_->on_filled(peer, m); break;
+    case CtrlType::GetReq: target_->on_get_req(peer, m); break;
     case CtrlType::SmallPut:
-    case CtrlType::SmallPutNotify: e->target_->on_small_put(peer, m); break;
-    case CtrlType::Notify: peer.inbox.push(m.value, c.stats); break; // the put completed at the peer: bytes here
-    case CtrlType::SmallGetReq: e->target_->on_small_get_req(peer, m); break;
+    case CtrlType::SmallPutNotify: target_->on_small_put(peer, m); break;
+    case CtrlType::Notify: peer.inbox.push(m.value, report_->stats()); break; // the put completed at the peer
+    case CtrlType::SmallGetReq: target_->on_small_get_req(peer, m); break;
     case CtrlType::Grant:
-        if (peer.wallet(m.pool).on_grant(m, c.iface.md(), &why) != GDX_OK) c.protocol_error("GRANT", why);
+        if (peer.wallet(m.pool).on_grant(m, iface_.md(), &why) != GDX_OK) report_->protocol_error("GRANT", why);
         break;
     case CtrlType::Recall: peer.wallet(m.pool).on_recall(peer, m.pool); break;
-    case CtrlType::Done: e->pipeline_->on_done(peer, m); break;
-    case CtrlType::GetDone: e->pipeline_->on_get_done(peer, m); break;
-    case CtrlType::SmallGetData: e->pipeline_->on_small_get_data(peer, m); break;
+    case CtrlType::Done: pipeline_->on_done(peer, m); break;
+    case CtrlType::GetDone: pipeline_->on_get_done(peer, m); break;
+    case CtrlType::SmallGetData: pipeline_->on_small_get_data(peer, m); break;
     case CtrlType::Ping: {
         CtrlMsg pong;
         pong.type = CtrlType::Pong;
@@ -441,7 +318,7 @@ void Engine::on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length)
         peer.send(pong, false); // queued (we are inside the transport's progress); errors show in broken()
         break;
     }
-    case CtrlType::Pong: break; // heard() above is all it is for
+    case CtrlType::Pong: break; // heard() in on_am is all it is for
     case CtrlType::Bye:
         peer.declare_dead(GDX_ERR_CONNECTION_RESET, m.status == GDX_ERR_TIMEOUT
                                                         ? "it declared this process dead (silent for its GDX_PEER_TIMEOUT)"
@@ -451,19 +328,18 @@ void Engine::on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length)
 }
 
 unsigned Engine::progress() {
-    EngineCore &c = *core_;
-    c.in_progress = true; // our handlers run in here: their answers are queued and go out below
-    unsigned n = c.iface.progress();
-    c.in_progress = false;
+    peers_->defer_sends(true); // our handlers run in here: their answers are queued and go out below
+    unsigned n = iface_.progress();
+    peers_->defer_sends(false);
     n += target_->progress();
     const int64_t now = now_ns();
-    for (auto &[ep, link] : c.peers) {
-        link->watch(waits_on(*link), now, c.params.peer_timeout_ns);
+    for (auto &[ep, link] : *peers_) {
+        link->watch(waits_on(*link), now, params_.peer_timeout_ns);
         if (!link->reclaimed && link->broken()) reclaim_peer(*link);
         link->retry_bye();
     }
     n += pipeline_->progress();
-    for (auto &[ep, link] : c.peers) {
+    for (auto &[ep, link] : *peers_) {
         if (!link->broken() && !pipeline_->uses_peer(*link)) link->return_unfilled_credits();
         n += link->flush();
     }
@@ -476,11 +352,7 @@ unsigned Engine::waits_on(const PeerLink &link) const {
     unsigned w = 0;
     if (pipeline_->uses_peer(link)) w |= PeerLink::kWaitRequests;
     if (target_->uses_peer(link)) w |= PeerLink::kWaitPeerJobs;
-    for (const auto &[id, g] : core_->grantors)
-        if (g->owes(link)) {
-            w |= PeerLink::kWaitLentSlots;
-            break;
-        }
+    if (pools_->owed_by(link)) w |= PeerLink::kWaitLentSlots;
     return w;
 }
 
@@ -490,10 +362,8 @@ unsigned Engine::waits_on(const PeerLink &link) const {
 // destroyed (CreditGrantor::reclaim says why not now), which no longer waits on it. Logged once, with the cause,
 // where staging itself gave the peer up (a transport logs its own failures).
 void Engine::reclaim_peer(PeerLink &link) {
-    EngineCore &c = *core_;
     link.reclaimed = true;
-    unsigned slots = 0;
-    for (auto &[id, g] : c.grantors) slots += g->reclaim(link);
+    const unsigned slots = pools_->reclaim(link);
     if (!link.dead()) {
         GDX_DEBUG(kComp, "the endpoint to a peer failed (%s): the %u slots of our pools it holds come back when the "
                   "endpoint is destroyed", gdx_status_string(link.failure()), slots);
@@ -511,14 +381,13 @@ void Engine::reclaim_peer(PeerLink &link) {
 }
 
 gdx_status_t Engine::ep_close(tp::Endpoint &ep) {
-    EngineCore &c = *core_;
-    auto it = c.peers.find(&ep);
-    if (it == c.peers.end()) {
+    PeerLink *found = peers_->find(ep);
+    if (found == nullptr) {
         // The peer may have posted staged work we never heard of (no progress yet).
-        send_bye(ep, c.params.am_id, GDX_ERR_CONNECTION_RESET);
+        send_bye(ep, params_.am_id, GDX_ERR_CONNECTION_RESET);
         return GDX_OK;
     }
-    PeerLink &link = *it->second;
+    PeerLink &link = *found;
     if (link.users != 0 || pipeline_->uses_peer(link) || target_->uses_peer(link))
         return fail(GDX_ERR_BUSY, log::Level::Debug, kComp, "ep_close: %u requests or peer transfers still use the endpoint",
                         link.users);
@@ -528,30 +397,36 @@ gdx_status_t Engine::ep_close(tp::Endpoint &ep) {
         link.flush(); // what was queued goes first: the peer must not read BYE before an answer it waits for
         link.say_bye(GDX_ERR_CONNECTION_RESET);
     }
-    for (auto &[id, g] : c.grantors) g->forget(link);
-    c.peers.erase(it);
+    pools_->forget(link);
+    peers_->erase(ep);
     return GDX_OK;
 }
 
 gdx_status_t Engine::peer_state(tp::Endpoint &ep) const {
-    auto it = core_->peers.find(&ep);
-    return it == core_->peers.end() ? GDX_OK : it->second->failure();
+    const PeerLink *link = peers_->find(ep);
+    return link == nullptr ? GDX_OK : link->failure();
 }
 
 Stats Engine::stats() const {
-    Stats s = core_->stats;
-    for (const auto &[id, p] : core_->pools) {
-        s.slots_total += p->nslots();
-        for (SlotRole r : {SlotRole::Initiator, SlotRole::Responder})
-            s.slots_in_use += p->slots(r) - p->free_count(r);
-        s.slots_lent += p->slots(SlotRole::Target) - p->free_count(SlotRole::Target);
-    }
+    Stats s = report_->stats();
+    pools_->add_gauges(&s);
     s.requests_active = pipeline_->active();
-    for (const auto &[ep, link] : core_->peers) s.notify_waiting += link->inbox.size();
+    for (const auto &[ep, link] : *peers_) s.notify_waiting += link->inbox.size();
     return s;
 }
 
-const Params &Engine::params() const { return core_->params; }
-tp::Interface &Engine::iface() { return core_->iface; }
+bool Engine::can_stage() const {
+    return can_stage_host() && (iface_.caps().flags & tp::kCapAmBcopy) != 0;
+}
+
+bool Engine::can_stage_host() const {
+    // Staged fragments cross through pinned bounce buffers: ones the transport reaches like any registration, or,
+    // with kCapPeerMap (cuda_ipc), pools in shared segments the peer maps, which the transport never has to reach.
+    const tp::Capabilities &c = iface_.caps();
+    return (c.direct_types & tp::type_bit(mem::MemType::HostPinned)) != 0 || (c.flags & tp::kCapPeerMap) != 0;
+}
+
+const Params &Engine::params() const { return params_; }
+tp::Interface &Engine::iface() { return iface_; }
 
 } // namespace gdx::fb

@@ -1,5 +1,12 @@
-// gdx::fb::Engine — the per-fragment staging engine over one transport interface. Used by the C API (src/api/);
-// gdx_perftest and gdx_info reach it only through gdx.h and gdx_ext.h.
+// gdx::fb::Engine — the per-fragment staging engine over one transport interface. Used by the C API (src/api/),
+// which hands a multi-transport endpoint's lanes to fb::submit (lanes.h: the staging layer picks the lane, then
+// calls put/get/put_notify here); gdx_perftest and gdx_info reach it only through gdx.h and gdx_ext.h.
+//
+// A request's range and rights are checked once, where it enters (put/get/put_notify: RegionTable::check_request);
+// nothing downstream checks them again. The engine owns its services (Reporter, CopyService, PoolRegistry,
+// RegionTable, PeerTable) and its two sides (StagingPipeline: our requests; StagingTarget: serving peers), hands
+// each side the services its constructor names, routes control messages to them and drives them from progress()
+// (README.md: "Services", "The path of a staged put").
 //
 // A put or get is cut into fragments (GDX_FRAG_SIZE of the memory kind); each fragment independently goes
 //   direct:  the local registration (MemHandle::direct) and the peer's key both say the transport reaches the
@@ -34,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace gdx::mem {
@@ -51,6 +59,7 @@ struct Params {
     FaultParams fault;              // GDX_FAULT_*
     uint8_t am_id = 31;             // active-message id of the control messages (one per interface user)
     int64_t peer_timeout_ns = 10'000'000'000; // GDX_PEER_TIMEOUT: the staging silence clock (peer_liveness.cpp)
+    std::string topo_file;          // GDX_TOPO_FILE: the topology pools are placed by ("" = this machine)
 
     // Reads the GDX_* values above; GDX_ERR_INVALID_CONFIG (logged) when one is out of range.
     static gdx_status_t from_config(const Config &cfg, Params *out);
@@ -81,7 +90,12 @@ struct Request {
 class StagingPipeline;
 class StagingTarget;
 class PeerLink;
-struct EngineCore;
+class Reporter;
+class CopyService;
+class PoolRegistry;
+class RegionTable;
+class PeerTable;
+struct CtrlMsg;
 
 class Engine {
   public:
@@ -136,19 +150,34 @@ class Engine {
     Stats stats() const;
     const Params &params() const;
     tp::Interface &iface();
+    // The transport reaches pinned host memory and carries active messages, so this engine can stage what it does
+    // not reach directly (fb::submit's lane choice prefers such a lane when no lane is direct).
+    bool can_stage() const;
 
   private:
-    Engine() = default;
+    Engine(tp::Interface &iface, const Params &params, mem::Detector &detector);
     gdx_status_t submit(bool is_put, tp::Endpoint &ep, Region &local, size_t local_off, const RemoteRegion &remote,
                         size_t remote_off, size_t len, Request *req, const uint64_t *notify = nullptr);
     static void on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length);
+    void dispatch(PeerLink &peer, const CtrlMsg &m);
     unsigned waits_on(const PeerLink &link) const;
     void reclaim_peer(PeerLink &link);
+    bool can_stage_host() const;
 
-    std::unique_ptr<mem::Detector> own_detector_;
-    std::unique_ptr<EngineCore> core_;
-    std::unique_ptr<StagingPipeline> pipeline_;
-    std::unique_ptr<StagingTarget> target_;
+    tp::Interface &iface_;
+    const Params params_;
+    mem::Detector &detector_;
+    std::unique_ptr<mem::Detector> own_detector_; // when create() made the detector from the configuration
+    // The services (one header each; README "Services"): the engine owns them and hands each part the ones its
+    // constructor names. Nothing else holds them all.
+    std::unique_ptr<Reporter> report_;       // counters, refused control messages
+    std::unique_ptr<CopyService> copies_;    // every staging copy, copy faults, small-path scratch
+    std::unique_ptr<PoolRegistry> pools_;    // bounce pools and their grantors, by pool id
+    std::unique_ptr<RegionTable> regions_;   // registrations by id; the initiator's and the target's range checks
+    std::unique_ptr<PeerTable> peers_;       // a PeerLink per transport endpoint
+    // The two sides of staging.
+    std::unique_ptr<StagingPipeline> pipeline_; // initiator: our puts and gets, fragment by fragment
+    std::unique_ptr<StagingTarget> target_;     // target: serving peers' staged requests
 };
 
 } // namespace gdx::fb

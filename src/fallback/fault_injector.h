@@ -2,6 +2,10 @@
 // paths ordinary. Forcing fragments off the direct path exercises mixed direct/staged messages on machines where
 // everything is reachable; failing copies proves a request fails cleanly (an error status, never wrong bytes);
 // capping the pool proves exhaustion only slows things down (back-pressure), never deadlocks.
+//
+// Each kind of fault has one owner, the part that makes the decision it perturbs: DirectFaults the pipeline (its
+// per-fragment direct/staged decision), CopyFaults the copy service, FaultParams::cap_slots the pool registry. Their
+// counters are independent, so "every Nth" counts what it names and nothing else.
 #pragma once
 
 #include <cstdint>
@@ -18,12 +22,16 @@ struct FaultParams {
 
     bool denies_direct() const { return p2p_every != 0 || p2p_percent != 0; } // some fragments must stage
     bool any() const { return denies_direct() || copy_every != 0 || pool_limit != 0; }
+    // Slots a pool partition may use when the pool would have `n`.
+    unsigned cap_slots(unsigned n) const {
+        return pool_limit != 0 && pool_limit < n ? static_cast<unsigned>(pool_limit) : n;
+    }
 };
 
-class FaultInjector {
+// GDX_FAULT_P2P_EVERY / GDX_FAULT_P2P_PERCENT.
+class DirectFaults {
   public:
-    explicit FaultInjector(const FaultParams &p) : p_(p), rng_(p.seed) {}
-
+    explicit DirectFaults(const FaultParams &p) : p_(p), rng_(p.seed) {}
     // Asked once per fragment of every request (direct-capable or not), in submission order, so that "every
     // Nth" is deterministic for a test: true = treat this fragment as unreachable.
     bool deny_direct() {
@@ -31,18 +39,22 @@ class FaultInjector {
         if (p_.p2p_every != 0 && fragments_ % p_.p2p_every == 0) return true;
         return p_.p2p_percent != 0 && rng_() % 100 < p_.p2p_percent;
     }
-    // Asked once per staging copy (into or out of a bounce buffer, small-message copies included).
-    bool fail_copy() { return p_.copy_every != 0 && ++copies_ % p_.copy_every == 0; }
-    // Slots a pool partition may use when the pool would have `n`.
-    unsigned cap_slots(unsigned n) const {
-        return p_.pool_limit != 0 && p_.pool_limit < n ? static_cast<unsigned>(p_.pool_limit) : n;
-    }
-    const FaultParams &params() const { return p_; }
 
   private:
     FaultParams p_;
     std::mt19937_64 rng_;
     uint64_t fragments_ = 0;
+};
+
+// GDX_FAULT_COPY_EVERY.
+class CopyFaults {
+  public:
+    explicit CopyFaults(const FaultParams &p) : every_(p.copy_every) {}
+    // Asked once per staging copy (into or out of a bounce buffer, small-message copies included).
+    bool fail_copy() { return every_ != 0 && ++copies_ % every_ == 0; }
+
+  private:
+    uint64_t every_;
     uint64_t copies_ = 0;
 };
 

@@ -15,7 +15,8 @@ enum StageReason : uint8_t {
     kStageLocalUnreachable = 1u << 0,  // the local registration of this range came back Reach::None
     kStageRemoteUnreachable = 1u << 1, // the peer's key says its range is not directly reachable
     kStageFaultInjected = 1u << 2,     // GDX_FAULT_P2P_EVERY / GDX_FAULT_P2P_PERCENT chose this fragment
-    kStageNoTransportOp = 1u << 3,     // the transport lacks the one-sided operation (no kCapGet)
+    kStageNoTransportOp = 1u << 3,     // the transport lacks the one-sided operation (no kCapGet), or has no
+                                       // direct path to this peer (Endpoint::direct_possible: cuda_ipc without P2P)
 };
 inline constexpr unsigned kStageReasonCount = 4;
 const char *stage_reason_name(unsigned bit_index); // "local-unreachable", ...

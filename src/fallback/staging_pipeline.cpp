@@ -11,11 +11,11 @@ StagingPipeline::~StagingPipeline() = default;
 gdx_status_t StagingPipeline::submit(bool is_put, PeerLink &peer, Region &local, uint64_t loff,
                                      const RemoteRegion &remote, uint64_t roff, uint64_t len, Request *req,
                                      const uint64_t *notify) {
-    const tp::Capabilities &caps = core_.iface.caps();
-    uint64_t frag = std::min(core_.params.frag_size(local.info().kind), remote.frag_size());
+    const tp::Capabilities &caps = caps_;
+    uint64_t frag = std::min(params_.frag_size(local.info().kind), remote.frag_size());
     uint64_t max_op = is_put ? caps.max_put : caps.max_get;
     // The value of a put with notification takes 8 bytes of the small path's message.
-    const uint64_t small_max = notify != nullptr ? core_.small_max_notify : core_.small_max;
+    const uint64_t small_max = notify != nullptr ? small_.put_notify : small_.put;
     const bool small = len != 0 && len <= small_max;
     // A message that fits the small path is decided as one piece: staged, it is one active message.
     if (small) frag = len;
@@ -34,7 +34,7 @@ gdx_status_t StagingPipeline::submit(bool is_put, PeerLink &peer, Region &local,
     std::vector<Frag> frags = std::move(op.frags);    // keeps its capacity across recycling
     op = Op{};
     op.frags = std::move(frags);
-    op.frags.assign(core_.params.depth, Frag{});
+    op.frags.assign(params_.depth, Frag{});
     do { // ids are 32 bits and wrap; a live id is never reused (answers are matched by it)
         op.id = next_id_++;
     } while (op.id == 0 || by_id_.count(op.id) != 0);
@@ -54,7 +54,7 @@ gdx_status_t StagingPipeline::submit(bool is_put, PeerLink &peer, Region &local,
     req->error.clear();
     req->path = PathReport{};
     req->path.frag_size = static_cast<uint32_t>(frag);
-    req->path.depth = core_.params.depth;
+    req->path.depth = params_.depth;
     req->op_ = &op;
     ++local.busy;
     ++peer.users;
@@ -85,11 +85,15 @@ void StagingPipeline::decide(Op &op) {
     uint8_t reasons = 0;
     if (!local_ok) reasons |= kStageLocalUnreachable;
     if (!remote_ok) reasons |= kStageRemoteUnreachable;
-    if (!op.is_put && remote_ok && (core_.iface.caps().flags & tp::kCapGet) == 0) {
+    if (!op.is_put && remote_ok && (caps_.flags & tp::kCapGet) == 0) {
         remote_ok = false; // the peer stages out and puts to us instead
         reasons |= kStageNoTransportOp;
     }
-    if (core_.fault.deny_direct()) {
+    if ((local_ok || remote_ok) && !op.peer->ep().direct_possible()) {
+        local_ok = remote_ok = false; // no direct path to this peer (cuda_ipc without P2P): both sides stage
+        reasons |= kStageNoTransportOp;
+    }
+    if (faults_.deny_direct()) {
         local_ok = remote_ok = false;
         reasons |= kStageFaultInjected;
     }
@@ -99,7 +103,7 @@ void StagingPipeline::decide(Op &op) {
     op.decided = true;
 
     PathReport &p = op.req->path;
-    Stats &s = core_.stats;
+    Stats &s = report_.stats();
     const tp::ChunkReg *lchunk = op.local->chunk_at(op.loff + off);
     if (reasons == 0) {
         p.bytes_direct += len;
@@ -140,7 +144,7 @@ bool StagingPipeline::advance(Op &op) {
 // the transport's limit): each is still decided and counted on its own, but the wire sees one large put or get.
 bool StagingPipeline::start_fragments(Op &op) {
     bool progressed = false;
-    const tp::Capabilities &caps = core_.iface.caps();
+    const tp::Capabilities &caps = caps_;
     const uint64_t max_op = op.is_put ? caps.max_put : caps.max_get;
     const uint64_t run_cap = max_op != 0 ? max_op : uint64_t(1) << 30;
     while (op.status == GDX_OK && (op.next < op.nfrags || op.run_len != 0)) {
@@ -269,14 +273,14 @@ bool StagingPipeline::step(Frag &f) {
 bool StagingPipeline::take_slot(Frag &f) {
     Op &op = *f.op;
     if (op.lpool == nullptr) {
-        if (gdx_status_t st = core_.pool(op.local->info().kind, op.local->info().device, &op.lpool); st != GDX_OK) {
+        if (gdx_status_t st = pools_.pool(op.local->info().kind, op.local->info().device, &op.lpool); st != GDX_OK) {
             fail(f, st);
             return true;
         }
     }
     int s = op.lpool->acquire(SlotRole::Initiator);
     if (s < 0) {
-        if (!f.pool_waited) ++core_.stats.pool_waits;
+        if (!f.pool_waited) ++report_.stats().pool_waits;
         f.pool_waited = true;
         return false;
     }
@@ -291,64 +295,13 @@ bool StagingPipeline::step_put(Frag &f) {
         if (!poll_copy(f)) return false;
         f.state = f.status != GDX_OK ? FragState::Wait : f.remote_staged ? FragState::NeedCredit : FragState::Transfer;
         return true;
-    case FragState::NeedCredit: {
-        CreditWallet &w = op.peer->wallet(op.remote->pool_id());
-        if (w.error() != GDX_OK) {
-            fail(f, w.error());
-            return true;
-        }
-        int c = w.take();
-        if (c < 0) {
-            if (!f.credit_waited) {
-                ++core_.stats.credit_waits;
-                ++w.waiting;
-                f.credit_waited = true;
-            }
-            if (gdx_status_t st = w.ask(*op.peer, op.remote->pool_id(), kMaxCtrlSlots); st != GDX_OK) fail(f, st);
-            return f.status != GDX_OK;
-        }
-        if (f.credit_waited) --w.waiting;
-        f.credit_waited = false;
-        f.rslot = c;
-        if (w.slot_size() < f.len) {
-            core_.protocol_error("GRANT", "the peer's slots are smaller than the fragment its key promised");
-            fail(f, GDX_ERR_PROTOCOL);
-            return true;
-        }
-        f.state = f.lslot < 0 && map_possible(op) ? FragState::MapPeer : FragState::Transfer;
-        return true;
-    }
+    case FragState::NeedCredit: return take_credit(f);
     case FragState::MapPeer: return step_map_peer(f);
     case FragState::CopyToPeer:
         if (!poll_copy(f)) return false;
         f.state = f.status != GDX_OK ? FragState::Wait : FragState::Publish;
         return true;
-    case FragState::Transfer: {
-        const void *src = f.local_staged ? op.lpool->slot_ptr(f.lslot) : op.local->ptr(op.loff + f.off);
-        const tp::MemHandle *memh = f.local_staged ? &op.lpool->memh() : &op.local->memh();
-        uint64_t raddr;
-        const tp::RemoteKey *rkey;
-        if (f.remote_staged) {
-            CreditWallet &w = op.peer->wallet(op.remote->pool_id());
-            raddr = w.slot_addr(static_cast<uint16_t>(f.rslot));
-            rkey = &w.rkey();
-        } else {
-            raddr = op.remote->base() + op.roff + f.off;
-            rkey = &op.remote->rkey();
-            op.needs_flush = true;
-        }
-        f.comp.count = 1;
-        f.comp.status = GDX_OK;
-        gdx_status_t st = op.peer->ep().put(src, f.len, memh, raddr, *rkey, &f.comp);
-        if (st == GDX_ERR_NO_RESOURCE) return false;
-        if (st != GDX_OK && st != GDX_INPROGRESS) {
-            fail(f, st);
-            return true;
-        }
-        f.xfer_pending = st == GDX_INPROGRESS;
-        f.state = f.remote_staged ? FragState::Publish : FragState::Wait;
-        return true;
-    }
+    case FragState::Transfer: return put_fragment(f);
     case FragState::Publish: {
         CtrlMsg m;
         m.type = CtrlType::Filled;
@@ -370,6 +323,67 @@ bool StagingPipeline::step_put(Frag &f) {
     }
     default: return false;
     }
+}
+
+// A put fragment bound for a peer slot takes one of the credits the peer granted, or asks for more (WANT) and
+// waits: the credit flow's back-pressure.
+bool StagingPipeline::take_credit(Frag &f) {
+    Op &op = *f.op;
+    CreditWallet &w = op.peer->wallet(op.remote->pool_id());
+    if (w.error() != GDX_OK) {
+        fail(f, w.error());
+        return true;
+    }
+    int c = w.take();
+    if (c < 0) {
+        if (!f.credit_waited) {
+            ++report_.stats().credit_waits;
+            ++w.waiting;
+            f.credit_waited = true;
+        }
+        if (gdx_status_t st = w.ask(*op.peer, op.remote->pool_id(), kMaxCtrlSlots); st != GDX_OK) fail(f, st);
+        return f.status != GDX_OK;
+    }
+    if (f.credit_waited) --w.waiting;
+    f.credit_waited = false;
+    f.rslot = c;
+    if (w.slot_size() < f.len) {
+        report_.protocol_error("GRANT", "the peer's slots are smaller than the fragment its key promised");
+        fail(f, GDX_ERR_PROTOCOL);
+        return true;
+    }
+    f.state = f.lslot < 0 && map_possible(op) ? FragState::MapPeer : FragState::Transfer;
+    return true;
+}
+
+// The transport put of a fragment: from the local slot or straight from the source, into the peer's slot (staged
+// there) or straight to the destination.
+bool StagingPipeline::put_fragment(Frag &f) {
+    Op &op = *f.op;
+    const void *src = f.local_staged ? op.lpool->slot_ptr(f.lslot) : op.local->ptr(op.loff + f.off);
+    const tp::MemHandle *memh = f.local_staged ? &op.lpool->memh() : &op.local->memh();
+    uint64_t raddr;
+    const tp::RemoteKey *rkey;
+    if (f.remote_staged) {
+        CreditWallet &w = op.peer->wallet(op.remote->pool_id());
+        raddr = w.slot_addr(static_cast<uint16_t>(f.rslot));
+        rkey = &w.rkey();
+    } else {
+        raddr = op.remote->base() + op.roff + f.off;
+        rkey = &op.remote->rkey();
+        op.needs_flush = true;
+    }
+    f.comp.count = 1;
+    f.comp.status = GDX_OK;
+    gdx_status_t st = op.peer->ep().put(src, f.len, memh, raddr, *rkey, &f.comp);
+    if (st == GDX_ERR_NO_RESOURCE) return false;
+    if (st != GDX_OK && st != GDX_INPROGRESS) {
+        fail(f, st);
+        return true;
+    }
+    f.xfer_pending = st == GDX_INPROGRESS;
+    f.state = f.remote_staged ? FragState::Publish : FragState::Wait;
+    return true;
 }
 
 bool StagingPipeline::step_get(Frag &f) {
@@ -414,7 +428,7 @@ bool StagingPipeline::step_get(Frag &f) {
 }
 
 bool StagingPipeline::map_possible(Op &op) {
-    return (core_.iface.caps().flags & tp::kCapPeerMap) != 0 && !op.peer->wallet(op.remote->pool_id()).map_unavailable;
+    return (caps_.flags & tp::kCapPeerMap) != 0 && !op.peer->wallet(op.remote->pool_id()).map_unavailable;
 }
 
 // A put fragment holding a peer slot, without a local one: map the peer's pool here (once per pool) and copy the
@@ -439,12 +453,12 @@ bool StagingPipeline::step_map_peer(Frag &f) {
         }
         return true;
     }
-    if (st == GDX_ERR_PROTOCOL) core_.protocol_error("GRANT", "a granted slot lies outside the pool's key");
+    if (st == GDX_ERR_PROTOCOL) report_.protocol_error("GRANT", "a granted slot lies outside the pool's key");
     if (st != GDX_OK) {
         fail(f, st);
         return true;
     }
-    st = core_.copy_async(dst, op.local->ptr(op.loff + f.off), f.len, li.kind, li.device, mem::CopyDir::ToHost,
+    st = copies_.copy_async(dst, op.local->ptr(op.loff + f.off), f.len, li.kind, li.device, mem::CopyDir::ToHost,
                           &f.copy);
     f.copy_pending = st == GDX_INPROGRESS;
     if (st != GDX_OK && st != GDX_INPROGRESS) {
@@ -452,7 +466,7 @@ bool StagingPipeline::step_map_peer(Frag &f) {
         return true;
     }
     f.via_map = true;
-    ++core_.stats.frags_peer_mapped;
+    ++report_.stats().frags_peer_mapped;
     op.req->path.peer_mapped = true;
     f.state = FragState::CopyToPeer;
     return true;
@@ -463,7 +477,7 @@ gdx_status_t StagingPipeline::start_copy(Frag &f, bool into_slot) {
     Op &op = *f.op;
     uint8_t *slot = op.lpool->slot_ptr(f.lslot);
     uint8_t *user = op.local->ptr(op.loff + f.off);
-    gdx_status_t st = core_.copy_async(into_slot ? slot : user, into_slot ? user : slot, f.len,
+    gdx_status_t st = copies_.copy_async(into_slot ? slot : user, into_slot ? user : slot, f.len,
                                        op.local->info().kind, op.local->info().device,
                                        into_slot ? mem::CopyDir::ToHost : mem::CopyDir::ToDevice, &f.copy);
     f.copy_pending = st == GDX_INPROGRESS;
@@ -472,7 +486,7 @@ gdx_status_t StagingPipeline::start_copy(Frag &f, bool into_slot) {
 
 bool StagingPipeline::poll_copy(Frag &f) {
     if (!f.copy_pending) return true;
-    gdx_status_t st = core_.copy_test(&f.copy);
+    gdx_status_t st = copies_.copy_test(&f.copy);
     if (st == GDX_INPROGRESS) return false;
     f.copy_pending = false;
     if (st != GDX_OK) fail(f, st);
@@ -528,9 +542,9 @@ void StagingPipeline::complete(Op &op) {
     op.req->status = st;
     if (st != GDX_OK) op.req->error = describe_failure(op, st);
     op.req->op_ = nullptr;
-    ++(st == GDX_OK ? core_.stats.requests_completed : core_.stats.requests_failed);
+    ++(st == GDX_OK ? report_.stats().requests_completed : report_.stats().requests_failed);
     // Completion means every byte is at the peer: now the peer may be told (in issue order, notify.h).
-    if (op.notify) op.peer->outbox.complete(*op.peer, op.id, st == GDX_OK, core_.stats);
+    if (op.notify) op.peer->outbox.complete(*op.peer, op.id, st == GDX_OK, report_.stats());
     --op.local->busy;
     --op.peer->users;
     by_id_.erase(op.id);

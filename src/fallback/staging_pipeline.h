@@ -12,7 +12,11 @@
 //                       or (transport get into the landing slot) → copy landing slot → destination
 #pragma once
 
-#include "fallback/engine_core.h"
+#include "fallback/copy_service.h"
+#include "fallback/engine.h"
+#include "fallback/peer_link.h"
+#include "fallback/pool_registry.h"
+#include "fallback/reporter.h"
 
 #include <cstdint>
 #include <unordered_map>
@@ -92,9 +96,23 @@ struct Op {
     gdx_status_t status = GDX_OK;
 };
 
+// The small-message path's limits (GDX_STAGING_THRESH, and what one am_bcopy holds after the header): the largest
+// staged message that takes it, for a put and for a put with notification (its value takes 8 bytes); 0 = none.
+struct SmallLimits {
+    size_t put = 0;
+    size_t put_notify = 0;
+    static SmallLimits of(const tp::Capabilities &caps, const Params &params); // staging_replies.cpp
+};
+
 class StagingPipeline {
   public:
-    explicit StagingPipeline(EngineCore &core) : core_(core) {}
+    // `caps`: the transport's operation limits and flags (max_put/max_get, kCapGet, kCapPeerMap); `params`: fragment
+    // size and depth, and the fragment faults (GDX_FAULT_P2P_*), which the pipeline owns; `pools`: local bounce slots;
+    // `copies`: every copy; `report`: counters and refused answers. All must outlive the pipeline.
+    StagingPipeline(const tp::Capabilities &caps, const Params &params, SmallLimits small, PoolRegistry &pools,
+                    CopyService &copies, Reporter &report)
+        : caps_(caps), params_(params), small_(small), faults_(params.fault), pools_(pools), copies_(copies),
+          report_(report) {}
     ~StagingPipeline();
 
     // `notify`: a put with notification (its value), else nullptr.
@@ -119,6 +137,8 @@ class StagingPipeline {
     gdx_status_t issue_direct(Op &op, uint64_t off, uint64_t len);
     bool step(Frag &f);
     bool step_put(Frag &f);
+    bool take_credit(Frag &f);
+    bool put_fragment(Frag &f);
     bool step_get(Frag &f);
     bool take_slot(Frag &f);
     bool map_possible(Op &op);
@@ -137,7 +157,13 @@ class StagingPipeline {
     static void frag_completed(tp::Completion *c);
     static uint64_t token(const Op &op, uint32_t index) { return (uint64_t(op.id) << 32) | index; }
 
-    EngineCore &core_;
+    const tp::Capabilities &caps_;
+    const Params &params_;
+    const SmallLimits small_;
+    DirectFaults faults_; // asked once per fragment decision (decide)
+    PoolRegistry &pools_;
+    CopyService &copies_;
+    Reporter &report_;
     std::vector<Op *> active_;
     std::vector<Op *> done_;                 // completed during a pass: callbacks run after it
     std::vector<std::unique_ptr<Op>> free_;  // recycled Op objects

@@ -4,7 +4,19 @@
 #include "core/error.h"
 #include "fallback/staging_pipeline.h"
 
+#include <algorithm>
+
 namespace gdx::fb {
+
+SmallLimits SmallLimits::of(const tp::Capabilities &caps, const Params &params) {
+    SmallLimits l;
+    if ((caps.flags & tp::kCapAmBcopy) == 0) return l; // no active messages: no small path
+    if (caps.max_am_bcopy > kSmallPutOverhead)
+        l.put = std::min<uint64_t>(params.small_thresh, caps.max_am_bcopy - kSmallPutOverhead);
+    if (caps.max_am_bcopy > kSmallPutNotifyOverhead)
+        l.put_notify = std::min<uint64_t>(params.small_thresh, caps.max_am_bcopy - kSmallPutNotifyOverhead);
+    return l;
+}
 
 // Below GDX_STAGING_THRESH a staged message is one active message: the source is copied straight into the
 // message (one D2H copy for GPU memory), the peer copies it straight to the destination (one H2D copy) and
@@ -14,8 +26,8 @@ void StagingPipeline::send_small(Op &op) {
     op.next = op.nfrags;
     op.decided = false;
     op.req->path.small = true;
-    ++core_.stats.msgs_small;
-    core_.stats.bytes_small += op.len;
+    ++report_.stats().msgs_small;
+    report_.stats().bytes_small += op.len;
     Frag &f = op.frags[0];
     f.op = &op;
     f.index = 0;
@@ -31,7 +43,7 @@ void StagingPipeline::send_small(Op &op) {
         m.type = op.notify_embedded ? CtrlType::SmallPutNotify : CtrlType::SmallPut;
         m.value = op.notify_value;
         data.resize(op.len);
-        gdx_status_t st = core_.copy_sync(data.data(), op.local->ptr(op.loff), op.len, op.local->info().kind,
+        gdx_status_t st = copies_.copy_sync(data.data(), op.local->ptr(op.loff), op.len, op.local->info().kind,
                                           op.local->info().device, mem::CopyDir::ToHost);
         if (st != GDX_OK) {
             fail(f, st);
@@ -52,7 +64,7 @@ void StagingPipeline::send_small(Op &op) {
 Op *StagingPipeline::find(uint64_t token, const PeerLink &peer, const char *what) {
     auto it = by_id_.find(static_cast<uint32_t>(token >> 32));
     if (it == by_id_.end() || it->second->peer != &peer) {
-        core_.protocol_error(what, "token " + std::to_string(token) + " names no request of this peer");
+        report_.protocol_error(what, "token " + std::to_string(token) + " names no request of this peer");
         return nullptr;
     }
     return it->second;
@@ -70,17 +82,17 @@ void StagingPipeline::on_done(PeerLink &peer, const CtrlMsg &m) {
     if (op == nullptr) return;
     Frag *f = op->is_put ? find_frag(*op, m.token) : nullptr;
     if (f == nullptr) {
-        core_.protocol_error("DONE", "request " + std::to_string(op->id) + " awaits no DONE for that fragment");
+        report_.protocol_error("DONE", "request " + std::to_string(op->id) + " awaits no DONE for that fragment");
         return;
     }
     if (op->small) {
         if (m.pool != kNoSlot || m.slot != kNoSlot) {
-            core_.protocol_error("DONE", "a small put's answer names a slot");
+            report_.protocol_error("DONE", "a small put's answer names a slot");
             return;
         }
     } else {
         if (m.pool != op->remote->pool_id() || m.slot != f->rslot) {
-            core_.protocol_error("DONE", "slot " + std::to_string(m.slot) + " of pool " + std::to_string(m.pool) +
+            report_.protocol_error("DONE", "slot " + std::to_string(m.slot) + " of pool " + std::to_string(m.pool) +
                                              " is not the one the fragment filled");
             return;
         }
@@ -103,7 +115,7 @@ void StagingPipeline::on_get_done(PeerLink &peer, const CtrlMsg &m) {
     if (op == nullptr) return;
     Frag *f = !op->is_put && !op->small ? find_frag(*op, m.token) : nullptr;
     if (f == nullptr) {
-        core_.protocol_error("GET_DONE", "request " + std::to_string(op->id) + " awaits no stage-out for that fragment");
+        report_.protocol_error("GET_DONE", "request " + std::to_string(op->id) + " awaits no stage-out for that fragment");
         return;
     }
     f->remote_pending = false;
@@ -115,7 +127,7 @@ void StagingPipeline::on_small_get_data(PeerLink &peer, const CtrlMsg &m) {
     if (op == nullptr) return;
     Frag *f = !op->is_put && op->small ? find_frag(*op, m.token) : nullptr;
     if (f == nullptr) {
-        core_.protocol_error("SMALL_GET_DATA", "request " + std::to_string(op->id) + " is not a small get awaiting data");
+        report_.protocol_error("SMALL_GET_DATA", "request " + std::to_string(op->id) + " is not a small get awaiting data");
         return;
     }
     f->remote_pending = false;
@@ -124,12 +136,12 @@ void StagingPipeline::on_small_get_data(PeerLink &peer, const CtrlMsg &m) {
         return;
     }
     if (m.data.size() != op->len) {
-        core_.protocol_error("SMALL_GET_DATA", std::to_string(m.data.size()) + " bytes for a get of " +
+        report_.protocol_error("SMALL_GET_DATA", std::to_string(m.data.size()) + " bytes for a get of " +
                                                    std::to_string(op->len));
         fail(*f, GDX_ERR_PROTOCOL);
         return;
     }
-    gdx_status_t st = core_.copy_sync(op->local->ptr(op->loff), m.data.data(), op->len, op->local->info().kind,
+    gdx_status_t st = copies_.copy_sync(op->local->ptr(op->loff), m.data.data(), op->len, op->local->info().kind,
                                       op->local->info().device, mem::CopyDir::ToDevice);
     if (st != GDX_OK) fail(*f, st);
 }

@@ -2,34 +2,13 @@
 
 #include "core/error.h"
 
-#include <cstdio>
-
 namespace gdx::fb {
 
 Region *StagingTarget::check_region(const CtrlMsg &m, unsigned need, const char *what, gdx_status_t *st) {
-    char why[160];
-    Region *r = core_.region(m.region);
-    if (m.length == 0) {
-        *st = GDX_ERR_PROTOCOL;
-        std::snprintf(why, sizeof(why), "zero length");
-    } else if (r == nullptr) {
-        *st = GDX_ERR_ACCESS_DENIED;
-        std::snprintf(why, sizeof(why), "region %#llx is not registered here (stale or forged key)",
-                      static_cast<unsigned long long>(m.region));
-    } else if ((r->access() & need) != need) {
-        *st = GDX_ERR_ACCESS_DENIED;
-        std::snprintf(why, sizeof(why), "region %#llx was not registered for remote %s",
-                      static_cast<unsigned long long>(m.region), need == tp::kAccessRemoteWrite ? "write" : "read");
-    } else if (m.offset > r->length() || m.length > r->length() - m.offset) {
-        *st = GDX_ERR_ACCESS_DENIED;
-        std::snprintf(why, sizeof(why), "[%llu, +%llu) is outside region %#llx of %zu bytes",
-                      static_cast<unsigned long long>(m.offset), static_cast<unsigned long long>(m.length),
-                      static_cast<unsigned long long>(m.region), r->length());
-    } else {
-        return r;
-    }
-    core_.protocol_error(what, why);
-    return nullptr;
+    std::string why;
+    Region *r = regions_.check_peer_request(m.region, m.offset, m.length, need, st, &why);
+    if (r == nullptr) report_.protocol_error(what, why);
+    return r;
 }
 
 void StagingTarget::answer_done(PeerLink &peer, uint64_t token, gdx_status_t st, uint16_t pool, uint16_t slot,
@@ -56,7 +35,7 @@ void StagingTarget::answer_get_done(PeerLink &peer, uint64_t token, gdx_status_t
 
 void StagingTarget::on_want(PeerLink &peer, const CtrlMsg &m) {
     CreditGrantor *g = nullptr;
-    if (gdx_status_t st = core_.grantor(m.pool, &g); st != GDX_OK) {
+    if (gdx_status_t st = pools_.grantor(m.pool, &g); st != GDX_OK) {
         CtrlMsg no; // the peer fails the fragments waiting on this pool instead of waiting forever
         no.type = CtrlType::Grant;
         no.pool = m.pool;
@@ -68,27 +47,27 @@ void StagingTarget::on_want(PeerLink &peer, const CtrlMsg &m) {
 }
 
 void StagingTarget::on_return(PeerLink &peer, const CtrlMsg &m) {
-    auto it = core_.grantors.find(m.pool);
+    CreditGrantor *g = pools_.find_grantor(m.pool);
     std::string why = "no pool " + std::to_string(m.pool);
-    if (it == core_.grantors.end() || it->second->on_return(peer, m.slots, &why) != GDX_OK)
-        core_.protocol_error("RETURN", why);
+    if (g == nullptr || g->on_return(peer, m.slots, &why) != GDX_OK)
+        report_.protocol_error("RETURN", why);
 }
 
 // ---- put into a granted slot -------------------------------------------------------------------------------
 
 void StagingTarget::on_filled(PeerLink &peer, const CtrlMsg &m) {
-    auto it = core_.grantors.find(m.pool);
+    CreditGrantor *grantor = pools_.find_grantor(m.pool);
     std::string why;
-    if (it == core_.grantors.end() || it->second->begin_fill(peer, m.slot, &why) != GDX_OK) {
-        core_.protocol_error("FILLED", it == core_.grantors.end() ? "no pool " + std::to_string(m.pool) : why);
+    if (grantor == nullptr || grantor->begin_fill(peer, m.slot, &why) != GDX_OK) {
+        report_.protocol_error("FILLED", grantor == nullptr ? "no pool " + std::to_string(m.pool) : why);
         answer_done(peer, m.token, GDX_ERR_PROTOCOL, m.pool, m.slot, false);
         return;
     }
-    CreditGrantor &g = *it->second;
+    CreditGrantor &g = *grantor;
     gdx_status_t st = GDX_OK;
     Region *r = check_region(m, tp::kAccessRemoteWrite, "FILLED", &st);
     if (r != nullptr && m.length > g.pool().slot_size()) {
-        core_.protocol_error("FILLED", "length " + std::to_string(m.length) + " exceeds the slot size");
+        report_.protocol_error("FILLED", "length " + std::to_string(m.length) + " exceeds the slot size");
         st = GDX_ERR_PROTOCOL;
         r = nullptr;
     }
@@ -105,11 +84,11 @@ void StagingTarget::on_filled(PeerLink &peer, const CtrlMsg &m) {
     ++r->busy;
     ++peer.users;
     // Started here, not at the next progress(): the H2D copy overlaps the next fragment on the wire.
-    st = core_.copy_async(r->ptr(m.offset), g.pool().slot_ptr(m.slot), m.length, r->info().kind, r->info().device,
+    st = copies_.copy_async(r->ptr(m.offset), g.pool().slot_ptr(m.slot), m.length, r->info().kind, r->info().device,
                           mem::CopyDir::ToDevice, &j.copy, /*peer_named=*/true);
     j.copy_pending = st == GDX_INPROGRESS;
     if (st != GDX_OK && st != GDX_INPROGRESS) j.status = st;
-    core_.stats.target_bytes_copied += m.length;
+    report_.stats().target_bytes_copied += m.length;
 }
 
 // ---- get from a region the initiator cannot reach: stage it out -------------------------------------------------
@@ -117,14 +96,14 @@ void StagingTarget::on_filled(PeerLink &peer, const CtrlMsg &m) {
 void StagingTarget::on_get_req(PeerLink &peer, const CtrlMsg &m) {
     gdx_status_t st = GDX_OK;
     Region *r = check_region(m, tp::kAccessRemoteRead, "GET_REQ", &st);
-    if (r != nullptr && m.length > core_.params.frag_size(r->info().kind)) {
-        core_.protocol_error("GET_REQ", "length " + std::to_string(m.length) + " exceeds this side's fragment size");
+    if (r != nullptr && m.length > params_.frag_size(r->info().kind)) {
+        report_.protocol_error("GET_REQ", "length " + std::to_string(m.length) + " exceeds this side's fragment size");
         st = GDX_ERR_PROTOCOL;
         r = nullptr;
     }
     std::shared_ptr<const tp::RemoteKey> rkey;
-    if (r != nullptr && peer.landing_rkey(m.rkey, core_.iface.md(), &rkey) != GDX_OK) {
-        core_.protocol_error("GET_REQ", "the landing slot's rkey was refused by the transport");
+    if (r != nullptr && peer.landing_rkey(m.rkey, md_, &rkey) != GDX_OK) {
+        report_.protocol_error("GET_REQ", "the landing slot's rkey was refused by the transport");
         st = GDX_ERR_PROTOCOL;
         r = nullptr;
     }
@@ -148,7 +127,7 @@ void StagingTarget::on_get_req(PeerLink &peer, const CtrlMsg &m) {
 // nothing remote: a landing slot a peer holds for this get depends on it (README: deadlock freedom).
 bool StagingTarget::stage_out_mapped(StageOutJob &j) {
     PeerLink &peer = *j.peer;
-    if ((core_.iface.caps().flags & tp::kCapPeerMap) == 0 || peer.landing_map_unavailable) return false;
+    if ((caps_.flags & tp::kCapPeerMap) == 0 || peer.landing_map_unavailable) return false;
     const mem::MemInfo &ri = j.region->info();
     uint8_t *dst = nullptr;
     gdx_status_t st = peer.mapped_range(*j.landing_rkey, j.landing, j.length, ri.kind, ri.device, &dst);
@@ -157,16 +136,16 @@ bool StagingTarget::stage_out_mapped(StageOutJob &j) {
         peer.landing_map_unavailable = true;
         return false;
     }
-    if (st == GDX_ERR_PROTOCOL) core_.protocol_error("GET_REQ", "the landing range lies outside the landing pool's key");
+    if (st == GDX_ERR_PROTOCOL) report_.protocol_error("GET_REQ", "the landing range lies outside the landing pool's key");
     if (st == GDX_OK)
-        st = core_.copy_async(dst, j.region->ptr(j.offset), j.length, ri.kind, ri.device, mem::CopyDir::ToHost,
+        st = copies_.copy_async(dst, j.region->ptr(j.offset), j.length, ri.kind, ri.device, mem::CopyDir::ToHost,
                               &j.copy, /*peer_named=*/true);
     j.copy_pending = st == GDX_INPROGRESS;
     if (st != GDX_OK && st != GDX_INPROGRESS) j.status = st;
     j.via_map = true;
     j.state = j.status == GDX_OK ? StageOutState::CopyIn : StageOutState::Wait;
-    core_.stats.target_bytes_copied += j.length;
-    ++core_.stats.frags_peer_mapped;
+    report_.stats().target_bytes_copied += j.length;
+    ++report_.stats().frags_peer_mapped;
     return true;
 }
 
@@ -184,7 +163,7 @@ bool StagingTarget::step(StageOutJob &j) {
     case StageOutState::NeedSlot: {
         if (stage_out_mapped(j)) return j.state != StageOutState::NeedSlot;
         if (j.pool == nullptr) {
-            if (gdx_status_t st = core_.pool(j.region->info().kind, j.region->info().device, &j.pool); st != GDX_OK) {
+            if (gdx_status_t st = pools_.pool(j.region->info().kind, j.region->info().device, &j.pool); st != GDX_OK) {
                 j.status = st;
                 j.state = StageOutState::Wait;
                 return true;
@@ -192,22 +171,22 @@ bool StagingTarget::step(StageOutJob &j) {
         }
         j.slot = j.pool->acquire(SlotRole::Responder);
         if (j.slot < 0) {
-            if (!j.pool_waited) ++core_.stats.pool_waits;
+            if (!j.pool_waited) ++report_.stats().pool_waits;
             j.pool_waited = true;
             return false;
         }
-        gdx_status_t st = core_.copy_async(j.pool->slot_ptr(j.slot), j.region->ptr(j.offset), j.length,
+        gdx_status_t st = copies_.copy_async(j.pool->slot_ptr(j.slot), j.region->ptr(j.offset), j.length,
                                            j.region->info().kind, j.region->info().device, mem::CopyDir::ToHost,
                                            &j.copy, /*peer_named=*/true);
         j.copy_pending = st == GDX_INPROGRESS;
         if (st != GDX_OK && st != GDX_INPROGRESS) j.status = st;
         j.state = j.status == GDX_OK ? StageOutState::CopyIn : StageOutState::Wait;
-        core_.stats.target_bytes_copied += j.length;
+        report_.stats().target_bytes_copied += j.length;
         return true;
     }
     case StageOutState::CopyIn: {
         if (j.copy_pending) {
-            gdx_status_t st = core_.copy_test(&j.copy);
+            gdx_status_t st = copies_.copy_test(&j.copy);
             if (st == GDX_INPROGRESS) return false;
             j.copy_pending = false;
             if (st != GDX_OK) {
@@ -248,13 +227,13 @@ void StagingTarget::on_small_put(PeerLink &peer, const CtrlMsg &m) {
     gdx_status_t st = GDX_OK;
     Region *r = check_region(m, tp::kAccessRemoteWrite, ctrl_type_name(m.type), &st);
     if (r != nullptr) {
-        st = core_.copy_sync(r->ptr(m.offset), m.data.data(), m.length, r->info().kind, r->info().device,
+        st = copies_.copy_sync(r->ptr(m.offset), m.data.data(), m.length, r->info().kind, r->info().device,
                              mem::CopyDir::ToDevice, true);
-        core_.stats.target_bytes_copied += m.length;
+        report_.stats().target_bytes_copied += m.length;
     }
     // The copy is synchronous: the bytes are in the buffer, so the value may be seen now; a refused or failed
     // copy delivers nothing. Queued before DONE, which is what lets the initiator release later notifications.
-    if (st == GDX_OK && m.type == CtrlType::SmallPutNotify) peer.inbox.push(m.value, core_.stats);
+    if (st == GDX_OK && m.type == CtrlType::SmallPutNotify) peer.inbox.push(m.value, report_.stats());
     answer_done(peer, m.token, st, kNoSlot, kNoSlot, false);
 }
 
@@ -265,16 +244,16 @@ void StagingTarget::on_small_get_req(PeerLink &peer, const CtrlMsg &m) {
     std::vector<uint8_t> data;
     gdx_status_t st = GDX_OK;
     Region *r = check_region(m, tp::kAccessRemoteRead, "SMALL_GET_REQ", &st);
-    if (r != nullptr && m.length + kSmallGetDataOverhead > core_.iface.caps().max_am_bcopy) {
-        core_.protocol_error("SMALL_GET_REQ", "length " + std::to_string(m.length) + " does not fit one message");
+    if (r != nullptr && m.length + kSmallGetDataOverhead > caps_.max_am_bcopy) {
+        report_.protocol_error("SMALL_GET_REQ", "length " + std::to_string(m.length) + " does not fit one message");
         st = GDX_ERR_PROTOCOL;
         r = nullptr;
     }
     if (r != nullptr) {
         data.resize(m.length);
-        st = core_.copy_sync(data.data(), r->ptr(m.offset), m.length, r->info().kind, r->info().device,
+        st = copies_.copy_sync(data.data(), r->ptr(m.offset), m.length, r->info().kind, r->info().device,
                              mem::CopyDir::ToHost, true);
-        core_.stats.target_bytes_copied += m.length;
+        report_.stats().target_bytes_copied += m.length;
     }
     a.status = st;
     if (st == GDX_OK) a.data = data;
@@ -288,7 +267,7 @@ unsigned StagingTarget::progress() {
     for (auto it = copy_outs_.begin(); it != copy_outs_.end();) {
         CopyOutJob &j = *it;
         if (j.copy_pending) {
-            gdx_status_t st = core_.copy_test(&j.copy);
+            gdx_status_t st = copies_.copy_test(&j.copy);
             if (st == GDX_INPROGRESS) {
                 ++it;
                 continue;

@@ -4,12 +4,18 @@
 // slot → put complete → GET_DONE), and serves the small-message path (SMALL_PUT, SMALL_GET_REQ).
 //
 // Every field of every request is checked before use: the region id must name a live region of this engine with
-// the right access, [offset, offset+length) must lie inside it, the slot must be granted to this very peer and
-// not in use. A refused request is answered with an error status (GDX_ERR_ACCESS_DENIED / GDX_ERR_PROTOCOL) so
-// the peer's request fails cleanly, and logged; nothing is touched.
+// the right access, [offset, offset+length) must lie inside it (RegionTable::check_peer_request: this side is the
+// enforcement point for a peer's request), the slot must be granted to this very peer and not in use. A refused
+// request is answered with an error status (GDX_ERR_ACCESS_DENIED / GDX_ERR_PROTOCOL) so the peer's request fails
+// cleanly, and logged; nothing is touched.
 #pragma once
 
-#include "fallback/engine_core.h"
+#include "fallback/copy_service.h"
+#include "fallback/engine.h"
+#include "fallback/peer_link.h"
+#include "fallback/pool_registry.h"
+#include "fallback/region_table.h"
+#include "fallback/reporter.h"
 
 #include <list>
 #include <memory>
@@ -18,7 +24,12 @@ namespace gdx::fb {
 
 class StagingTarget {
   public:
-    explicit StagingTarget(EngineCore &core) : core_(core) {}
+    // `caps`: kCapPeerMap and the am_bcopy limit; `md`: unpacks the rkeys of peers' landing slots; `params`: this
+    // side's fragment sizes; `regions`: what peers' requests name; `pools`: grantors and responder slots;
+    // `copies`: every copy; `report`: counters and refused requests. All must outlive the target.
+    StagingTarget(const tp::Capabilities &caps, tp::MemoryDomain &md, const Params &params, RegionTable &regions,
+                  PoolRegistry &pools, CopyService &copies, Reporter &report)
+        : caps_(caps), md_(md), params_(params), regions_(regions), pools_(pools), copies_(copies), report_(report) {}
 
     void on_want(PeerLink &peer, const CtrlMsg &m);
     void on_return(PeerLink &peer, const CtrlMsg &m);
@@ -70,7 +81,13 @@ class StagingTarget {
     void answer_done(PeerLink &peer, uint64_t token, gdx_status_t st, uint16_t pool, uint16_t slot, bool keep);
     void answer_get_done(PeerLink &peer, uint64_t token, gdx_status_t st, bool publishes);
 
-    EngineCore &core_;
+    const tp::Capabilities &caps_;
+    tp::MemoryDomain &md_;
+    const Params &params_;
+    RegionTable &regions_;
+    PoolRegistry &pools_;
+    CopyService &copies_;
+    Reporter &report_;
     std::list<CopyOutJob> copy_outs_;   // list: jobs do not move while copies and completions refer to them
     std::list<StageOutJob> stage_outs_;
 };

@@ -1,11 +1,14 @@
 // The CUDA driver API, opened at run time: dlopen("libcuda.so.1"), then every entry point through
 // cuGetProcAddress at the ABI of the cuda.h gdx was built with. Nothing links libcuda, so every gdx binary
-// runs on a machine without a GPU. Only the memtype layer, transports that must speak CUDA (CUDA IPC) and
-// src/api's gdx_ext.h files (the tools' test buffers, device and topology listings) include this header;
-// everything else goes through the memory ops table (memory_ops.h).
+// runs on a machine without a GPU. Only the memtype layer (and tests and benchmarks that make GPU memory of
+// their own) include this header; every other layer goes through the memory ops table (memory_ops.h), and
+// tests/memtype/test_no_driver_above.sh fails the build's tests when src/transport, src/fallback, src/api,
+// src/topo or src/uct include it or call a cu* entry point.
 #pragma once
 
 #if GDX_HAVE_CUDA_H
+#include "memtype/memory_ops.h"
+
 #include <cuda.h>
 
 #include <string>
@@ -63,20 +66,7 @@ const std::string &why_unavailable();
 // "CUDA_ERROR_INVALID_VALUE (invalid argument)".
 std::string error_text(CUresult r);
 
-struct DeviceInfo {
-    int ordinal = -1;
-    std::string name;
-    std::string pci_bus_id; // "0000:18:00.0"
-    size_t total_mem = 0;
-    int cc_major = 0, cc_minor = 0;
-    bool integrated = false;
-    bool dmabuf_supported = false;
-    bool gdr_supported = false;
-    bool gdr_with_vmm = false;
-    bool vmm_supported = false;
-    bool posix_fd_handles = false;
-    int async_engines = 0;
-};
+using DeviceInfo = mem::DeviceInfo; // memory_ops.h: what the ops table hands the layers above
 
 std::vector<DeviceInfo> list_devices();
 

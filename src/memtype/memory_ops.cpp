@@ -110,6 +110,38 @@ gdx_status_t host_dmabuf_fd(const void *, size_t, int *fd, uint64_t *) {
 // Host answers are never cached (range_cache.h says why), so a host entry can never be confirmed.
 gdx_status_t host_revalidate(const void *, const MemInfo &) { return GDX_ERR_NOT_FOUND; }
 
+// The host row has no devices, no driver, no IPC handles and no copy queues: it answers UNSUPPORTED there (host
+// memory between processes goes through the transports' shared segments instead).
+const std::string &host_why_unavailable() {
+    static const std::string none;
+    return none;
+}
+int host_driver_version() { return 0; }
+int host_device_count() { return 0; }
+gdx_status_t host_devices(std::vector<DeviceInfo> *out) {
+    if (out != nullptr) out->clear();
+    return GDX_ERR_UNSUPPORTED;
+}
+int host_current_device() { return -1; }
+gdx_status_t host_buffer_id(const void *, uint64_t *) { return GDX_ERR_UNSUPPORTED; }
+gdx_status_t host_ipc_export(const MemInfo &, IpcHandle *h, int *fd, std::string *why) {
+    if (h != nullptr) *h = IpcHandle{};
+    if (fd != nullptr) *fd = -1;
+    if (why != nullptr) *why = "host memory has no IPC handle (it is shared through shared-memory segments)";
+    return GDX_ERR_UNSUPPORTED;
+}
+gdx_status_t host_ipc_import_pool(int, int, void **) { return GDX_ERR_UNSUPPORTED; }
+void host_ipc_release_pool(void *, int) {}
+gdx_status_t host_ipc_import(const IpcHandle &, size_t, int, void *, int, IpcMapping *) { return GDX_ERR_UNSUPPORTED; }
+gdx_status_t host_ipc_close(IpcMapping *) { return GDX_ERR_UNSUPPORTED; }
+gdx_status_t host_peer_access(int, int, std::string *why) {
+    if (why != nullptr) *why = "host memory has no peer access";
+    return GDX_ERR_UNSUPPORTED;
+}
+gdx_status_t host_copy_queue(int, const CopyQueueOptions &, std::unique_ptr<CopyQueue> *) {
+    return GDX_ERR_UNSUPPORTED;
+}
+
 const Ops kHostRow = {
     .name = "host",
     .available = host_available,
@@ -124,10 +156,31 @@ const Ops kHostRow = {
     .host_unregister = host_unregister,
     .dmabuf_fd = host_dmabuf_fd,
     .revalidate = host_revalidate,
+    .why_unavailable = host_why_unavailable,
+    .driver_version = host_driver_version,
+    .device_count = host_device_count,
+    .devices = host_devices,
+    .current_device = host_current_device,
+    .buffer_id = host_buffer_id,
+    .ipc_export = host_ipc_export,
+    .ipc_import_pool = host_ipc_import_pool,
+    .ipc_release_pool = host_ipc_release_pool,
+    .ipc_import = host_ipc_import,
+    .ipc_close = host_ipc_close,
+    .peer_access = host_peer_access,
+    .copy_queue = host_copy_queue,
 };
 
 } // namespace
 
 const Ops &ops(MemKind k) { return k == MemKind::Cuda ? cuda_row() : kHostRow; }
+
+std::string device_bus_id(MemKind k, int ordinal) {
+    std::vector<DeviceInfo> devs;
+    if (ordinal < 0 || ops(k).devices(&devs) != GDX_OK) return "";
+    for (const DeviceInfo &d : devs)
+        if (d.ordinal == ordinal) return d.pci_bus_id;
+    return "";
+}
 
 } // namespace gdx::mem

@@ -1,12 +1,15 @@
 // Memory kinds and the memory-backend ops table (libfabric's hmem ops are the model): one row per backend,
 // indexed by MemKind. Host and CUDA today; ROCm or Level Zero later is one more row. Layers above (transports,
-// fallback) never call a GPU runtime directly: they classify with detect() and copy with the row's ops.
+// staging, the API) never call a GPU runtime directly: they classify with detect(), copy with the row's ops, and
+// list devices, export and import IPC handles, enable peer access and queue tracked copies through its slots
+// (a test keeps it so: tests/memtype/test_no_driver_above.sh).
 #pragma once
 
 #include "gdx/status.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,6 +73,80 @@ struct CopyHandle {
     MemKind kind = MemKind::Host;
 };
 
+// A device of a backend (a GPU), as device lists, gdx_info -d and PCI placement need it.
+struct DeviceInfo {
+    int ordinal = -1;
+    std::string name;
+    std::string pci_bus_id; // "0000:18:00.0" (lower case, as the driver writes it)
+    size_t total_mem = 0;
+    int cc_major = 0, cc_minor = 0;
+    bool integrated = false;
+    bool dmabuf_supported = false;
+    bool gdr_supported = false;
+    bool gdr_with_vmm = false;
+    bool vmm_supported = false;
+    bool posix_fd_handles = false;
+    int async_engines = 0;
+};
+
+// ---- IPC: device memory shared between processes of one host (libfabric's get_handle/open_handle) ----------
+
+// How an allocation is exported: a legacy IPC memory handle (device memory), a POSIX fd of the physical
+// allocation (VMM), or a POSIX fd of its memory pool plus the pointer's export data (stream-ordered pools).
+enum class IpcKind : uint8_t { None = 0, Legacy = 1, Vmm = 2, Pool = 3 };
+inline constexpr size_t kIpcHandleSize = 64;
+
+// What an exporter hands an importer besides the fd (the transport carries it in its remote key).
+struct IpcHandle {
+    IpcKind kind = IpcKind::None;
+    uint8_t bytes[kIpcHandleSize] = {}; // legacy: the IPC memory handle; pool: the pointer's export data
+    uint64_t pool_id = 0;               // pool: the exporter's pool, so an importer imports each pool once
+};
+
+// An imported allocation mapped into this process: what ipc_close undoes.
+struct IpcMapping {
+    IpcKind kind = IpcKind::None;
+    uint8_t *ptr = nullptr; // where the exporter's allocation base lies here
+    size_t size = 0;
+    int device = -1;        // the importing device (its context opened the mapping)
+};
+
+// ---- copy queues: tracked copies on a transport's own streams ---------------------------------------------
+
+// Who a queued copy belongs to; handed back untouched when it completes.
+struct CopyTag {
+    void *owner = nullptr; // forget(owner) clears it in copies still queued
+    uint64_t id = 0;
+    void *extra = nullptr;
+};
+
+struct CopyQueueOptions {
+    unsigned streams = 4; // non-blocking streams the copies are spread over, round robin (1..16)
+    bool flags = true;    // completion by a host word the device writes after each copy, polled with a plain
+                          // load; events where the driver cannot (or with false)
+};
+
+// A device's copies on streams of their own, each followed by a completion marker (cuda_ipc's data path). One
+// thread at a time. Copies of one stream complete in issue order; a stream that fails completes all its queued
+// copies with the driver's error (a failed copy never writes its flag, so streams with work are asked now and
+// then: errors surface instead of hanging).
+class CopyQueue {
+  public:
+    using DoneFn = void (*)(void *arg, const CopyTag &tag, gdx_status_t status);
+    virtual ~CopyQueue() = default; // waits for queued copies first (they may read or write user memory)
+    // dst <- src on the next stream (unified addressing: any of host, pinned, device, mapped peer memory).
+    // GDX_OK: queued, `tag` comes back through poll(); otherwise nothing is left queued.
+    virtual gdx_status_t copy(void *dst, const void *src, size_t len, const CopyTag &tag) = 0;
+    // Calls done() for every copy that completed (it may queue more); returns how many.
+    virtual unsigned poll(DoneFn done, void *arg) = 0;
+    // Waits until every queued copy finished (poll() then reports them).
+    virtual void sync() = 0;
+    virtual bool idle() const = 0;
+    // Copies of `owner` still queued complete with owner == nullptr.
+    virtual void forget(void *owner) = 0;
+    virtual const char *signal_name() const = 0; // "flag" or "event"
+};
+
 // Which way an asynchronous copy goes, as the caller knows it: the CUDA row gives each direction streams of its own,
 // so a pipeline's D2H of one fragment never queues behind its H2D of another. Unknown: any stream.
 enum class CopyDir : uint8_t { Unknown, ToHost, ToDevice };
@@ -107,10 +184,46 @@ struct Ops {
     // the allocation `cached` describes, GDX_ERR_NOT_FOUND when that allocation is gone (freed, unmapped,
     // reused by another allocation). Used by the range cache on every hit (range_cache.h).
     gdx_status_t (*revalidate)(const void *ptr, const MemInfo &cached);
+
+    // ---- devices --------------------------------------------------------------------------------------------
+    // Why available() is false ("" while it is true).
+    const std::string &(*why_unavailable)();
+    // The driver's API version (13000 = 13.0); 0 without a driver.
+    int (*driver_version)();
+    // How many devices the driver shows (0 without a driver, and on the host row).
+    int (*device_count)();
+    // The devices in ordinal order (empty without a driver). GDX_ERR_UNSUPPORTED on the host row.
+    gdx_status_t (*devices)(std::vector<DeviceInfo> *out);
+    // The device of the calling thread's current context; -1 when it has none (or there is no driver).
+    int (*current_device)();
+    // The driver's unique id of the allocation containing `ptr` (what memtype reports as MemInfo::buffer_id).
+    gdx_status_t (*buffer_id)(const void *ptr, uint64_t *id);
+
+    // ---- IPC between processes of one host --------------------------------------------------------------------
+    // Exports the allocation `info` describes: *h, and for VMM and pools a POSIX fd the caller owns (else -1).
+    // GDX_OK with h->kind None and *why when it cannot be exported (managed, imported, non-exportable pool or
+    // VMM, host memory): the caller reports the memory as unreachable, not as an error.
+    gdx_status_t (*ipc_export)(const MemInfo &info, IpcHandle *h, int *fd, std::string *why);
+    // Imports an exporter's pool from its fd (not consumed) and grants `device` read-write access to it.
+    gdx_status_t (*ipc_import_pool)(int fd, int device, void **pool);
+    void (*ipc_release_pool)(void *pool, int device);
+    // Maps the exported allocation (`size` bytes) for `device`: legacy handles need nothing more, VMM the fd
+    // (not consumed), pools the imported pool. Tells the memtype layer (note_ipc_import) before returning.
+    gdx_status_t (*ipc_import)(const IpcHandle &h, size_t size, int fd, void *pool, int device, IpcMapping *out);
+    // Unmaps it (note_ipc_close follows, whatever the driver said); m->ptr is null afterwards.
+    gdx_status_t (*ipc_close)(IpcMapping *m);
+    // Lets `from`'s copy engines reach `to`'s memory: the query, then the enable, once per pair and process.
+    // GDX_ERR_UNREACHABLE with *why when the devices cannot reach each other.
+    gdx_status_t (*peer_access)(int from, int to, std::string *why);
+    // A copy queue on `device` (its own streams and completion markers).
+    gdx_status_t (*copy_queue)(int device, const CopyQueueOptions &opts, std::unique_ptr<CopyQueue> *out);
 };
 
 // The table, indexed by MemKind.
 const Ops &ops(MemKind k);
+
+// The PCI bus id of device `ordinal` of row `k` ("0000:18:00.0"), "" when there is no such device.
+std::string device_bus_id(MemKind k, int ordinal);
 
 // CUDA has no pointer attribute for "opened with cuIpcOpenMemHandle" (or an imported VMM handle): gdx's IPC
 // import path tells the memtype layer. Call note_ipc_import right after the mapping exists, note_ipc_close right

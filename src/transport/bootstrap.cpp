@@ -324,6 +324,8 @@ gdx_status_t Bootstrap::from_env(const std::string &host, uint16_t port, std::ch
     return join(opt, out);
 }
 
+// Rank 0 collects and redistributes, the others send and receive, each step bounded by the timeout: a little over
+// the ~80-line rule, kept whole so both roles of one round read side by side.
 gdx_status_t Bootstrap::allgather(std::span<const uint8_t> mine, std::vector<std::vector<uint8_t>> *out) {
     Impl &im = *impl_;
     if (out == nullptr || mine.size() > kMaxBlob)

@@ -5,7 +5,7 @@
 #include "transport/shm/shm_iface.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"
-#include "memtype/cuda_driver.h"
+#include "memtype/memory_ops.h"
 
 #include <algorithm>
 
@@ -31,24 +31,15 @@ std::span<Component *const> components() {
 }
 
 void prefer_current_gpu(std::vector<DeviceDesc> *devs) {
-#if GDX_HAVE_CUDA_H
-    const cuda::DriverApi *api = cuda::driver();
-    if (api == nullptr || devs == nullptr) return;
-    CUcontext ctx = nullptr;
-    CUdevice dev = 0;
-    if (api->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr || api->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
-        return;
-    for (const cuda::DeviceInfo &d : cuda::list_devices()) {
-        if (d.ordinal != static_cast<int>(dev)) continue;
-        auto it = std::find_if(devs->begin(), devs->end(), [&](const DeviceDesc &x) {
-            return !x.sys_bus_id.empty() && x.sys_bus_id == d.pci_bus_id;
-        });
-        if (it != devs->end()) std::rotate(devs->begin(), it, it + 1);
-        return;
-    }
-#else
-    (void)devs;
-#endif
+    if (devs == nullptr) return;
+    const mem::MemKind gpu = mem::MemKind::Cuda;
+    int current = mem::ops(gpu).current_device();
+    if (current < 0) return;
+    std::string bus = mem::device_bus_id(gpu, current);
+    if (bus.empty()) return;
+    auto it = std::find_if(devs->begin(), devs->end(),
+                           [&](const DeviceDesc &x) { return !x.sys_bus_id.empty() && x.sys_bus_id == bus; });
+    if (it != devs->end()) std::rotate(devs->begin(), it, it + 1);
 }
 
 Component *find_component(std::string_view name) {

@@ -255,6 +255,10 @@ class Endpoint {
         (void)local;
         return GDX_ERR_UNSUPPORTED;
     }
+    // False when this endpoint moves nothing directly whatever the registrations say, because the path to this
+    // peer is missing (cuda_ipc once connected to a GPU it has no peer-to-peer access to): put/get of directly
+    // reachable memory would return GDX_ERR_UNREACHABLE, so the staging layer stages every fragment instead.
+    virtual bool direct_possible() const { return true; }
 };
 
 class Interface {

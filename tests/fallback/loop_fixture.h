@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "fallback/engine.h"
-#include "loop_transport.h"
+#include "support/loop_transport.h"
 #include "memtype/memtype.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +14,12 @@
 #include <vector>
 
 namespace gdx::test {
+
+// The pattern helpers live in their own (inline) namespace: tests/intranode/common.cpp defines another
+// gdx::test::fill_pattern with this signature and another pattern, and test_fallback links both. Without an
+// inlining compiler (a Debug build) the linker kept one definition for both, so fill_pattern wrote intranode's
+// pattern and first_mismatch checked this one: every byte check failed. Distinct symbols, same calls.
+inline namespace loop_patterns {
 
 // Byte i of pattern `seed`: distinct per seed and per position (a shifted or misplaced fragment shows).
 inline uint8_t pattern_byte(uint64_t seed, uint64_t i) {
@@ -30,6 +36,8 @@ inline long long first_mismatch(const uint8_t *p, size_t n, uint64_t seed, uint6
         if (p[i] != pattern_byte(seed, first + i)) return static_cast<long long>(i);
     return -1;
 }
+
+} // namespace loop_patterns
 
 struct HostBuf {
     std::vector<uint8_t> mem;

@@ -4,7 +4,8 @@
 //     D2H into a bounce slot, across, and H2D out of one (both sides staged), at 1 B .. 64 MiB, with fault
 //     injection (failed copies, one-buffer pools);
 //   - across two processes over tcp (staging_peer exec'd), at 1 B .. 1 GiB, and over the intra-node transports
-//     (GDX_TLS=all: cuda_ipc reaches GPU memory directly, shm stages what it cannot).
+//     (GDX_TLS=all: cuda_ipc reaches GPU memory directly, shm stages what it cannot; shm alone and cuda_ipc alone
+//     with GDX_P2P=no stage through pools the peer maps).
 // Every byte of both buffers is checked. Under compute-sanitizer (it must follow the exec'd peer):
 //   compute-sanitizer --tool memcheck --target-processes all build-gpu/tests/fallback/test_fallback_gpu
 #include "../memtype/test_alloc.h"
@@ -16,6 +17,10 @@ namespace {
 const char *const kGpuKinds[] = {"cuda", "managed", "vmm"};
 
 std::string skip_reason() { return mem::test::gpu_skip_reason(); }
+
+std::string pair_name(const ::testing::TestParamInfo<std::tuple<const char *, const char *>> &i) {
+    return std::string(std::get<0>(i.param)) + "_" + std::get<1>(i.param);
+}
 
 // ---- one process, loop transport ---------------------------------------------------------------------------------
 
@@ -87,7 +92,7 @@ TEST_P(StagingGpuLoop, ByteExactFromOneByteTo64MiB) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, StagingGpuLoop, ::testing::Combine(::testing::ValuesIn(kGpuKinds),
                                                                    ::testing::ValuesIn(kGpuKinds)),
-                         [](const auto &i) { return std::string(std::get<0>(i.param)) + "_" + std::get<1>(i.param); });
+                         pair_name);
 
 class StagingGpuFaults : public StagingGpuLoop {};
 
@@ -118,16 +123,36 @@ class StagingGpuTwoProcess : public ::testing::TestWithParam<std::tuple<const ch
         if (std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
         if (tp::find_component("tcp") == nullptr) GTEST_SKIP() << "no tcp transport in this build";
     }
+    // `cfg`: GDX_* settings of this process; `both`: settings of both processes (GDX_TLS is always both's).
     static TwoProcessRun go(const std::string &mine, const std::string &peer, size_t size, const char *tls,
-                            std::vector<std::pair<std::string, std::string>> cfg = {}) {
+                            std::vector<std::pair<std::string, std::string>> cfg = {},
+                            std::vector<std::pair<std::string, std::string>> both = {}) {
         RankOptions o;
         o.kind = mine;
         o.sc.size = size;
         o.sc.pieces = size >= (8u << 20) ? 4 : 1;
         o.timeout_s = 300;
-        cfg.emplace_back("GDX_TLS", tls);
+        both.emplace_back("GDX_TLS", tls);
+        cfg.insert(cfg.end(), both.begin(), both.end());
         o.config = cfg;
-        return run_two_process(o, peer, {{"GDX_TLS", tls}});
+        return run_two_process(o, peer, both);
+    }
+    // The intra-node staged matrix for one pair of kinds over `tls` alone (`both`: settings of both processes):
+    // 1 B to 64 MiB + 5 byte-exact, nothing direct (neither shm nor cuda_ipc without P2P reaches GPU memory), and
+    // every put above the single-message threshold copied straight into the peer's mapped slot.
+    static void staged_matrix(const std::string &mine, const std::string &peer, const char *tls,
+                              const std::vector<std::pair<std::string, std::string>> &both) {
+        for (size_t size : {size_t(1), size_t(8191), (size_t(1) << 20) + 13, (size_t(64) << 20) + 5}) {
+            SCOPED_TRACE(size);
+            TwoProcessRun r = go(mine, peer, size, tls, {}, both);
+            expect_exact(r);
+            EXPECT_EQ(r.rank0.transports, tls);
+            EXPECT_EQ(r.rank0.bytes_direct, 0u) << r.rank0.put_path;
+            if (size > 8192) { // smaller ones take the single-message path (no bounce slot)
+                EXPECT_NE(r.rank0.put_path.find("peer-mapped"), std::string::npos) << r.rank0.put_path;
+                EXPECT_NE(r.rank0.get_path.find("staged"), std::string::npos) << r.rank0.get_path;
+            }
+        }
     }
     static void expect_exact(const TwoProcessRun &r) {
         EXPECT_EQ(r.setup_error, "");
@@ -151,7 +176,7 @@ TEST_P(StagingGpuTwoProcess, OverTcpByteExact) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, StagingGpuTwoProcess,
                          ::testing::Combine(::testing::ValuesIn(kGpuKinds), ::testing::ValuesIn(kGpuKinds)),
-                         [](const auto &i) { return std::string(std::get<0>(i.param)) + "_" + std::get<1>(i.param); });
+                         pair_name);
 
 TEST_F(StagingGpuTwoProcess, OneGiBOverTcp) {
     TwoProcessRun r = go("cuda", "cuda", size_t(1) << 30, "tcp");
@@ -190,21 +215,13 @@ class StagingGpuShmMatrix : public StagingGpuTwoProcess {};
 TEST_P(StagingGpuShmMatrix, ByteExact) {
     if (tp::find_component("shm") == nullptr) GTEST_SKIP() << "no shm transport in this build";
     auto [mine, peer] = GetParam();
-    for (size_t size : {size_t(1), size_t(8191), (size_t(1) << 20) + 13, (size_t(64) << 20) + 5}) {
-        SCOPED_TRACE(size);
-        TwoProcessRun r = go(mine, peer, size, "shm");
-        expect_exact(r);
-        EXPECT_EQ(r.rank0.transports, "shm");
-        if (size > 8192) {
-            EXPECT_NE(r.rank0.put_path.find("peer-mapped"), std::string::npos) << r.rank0.put_path;
-        }
-    }
+    staged_matrix(mine, peer, "shm", {});
 }
 
 const char *const kStagedKinds[] = {"cuda", "managed", "vmm", "pool"};
 INSTANTIATE_TEST_SUITE_P(Kinds, StagingGpuShmMatrix,
                          ::testing::Combine(::testing::ValuesIn(kStagedKinds), ::testing::ValuesIn(kStagedKinds)),
-                         [](const auto &i) { return std::string(std::get<0>(i.param)) + "_" + std::get<1>(i.param); });
+                         pair_name);
 
 TEST_F(StagingGpuTwoProcess, ShmOneGiBAndMixedAndFaults) {
     if (tp::find_component("shm") == nullptr) GTEST_SKIP() << "no shm transport in this build";
@@ -219,6 +236,42 @@ TEST_F(StagingGpuTwoProcess, ShmOneGiBAndMixedAndFaults) {
     expect_exact(tight);
     // A failing copy fails its request with GDX_ERR_IO, never wrong bytes reported as success.
     TwoProcessRun bad = go("cuda", "cuda", 16 << 20, "shm", {{"GDX_FAULT_COPY_EVERY", "2"}});
+    EXPECT_EQ(bad.setup_error, "");
+    EXPECT_EQ(bad.rank0.op_status, GDX_ERR_IO) << gdx_status_string(bad.rank0.op_status);
+}
+
+// cuda_ipc with no peer-to-peer path stages by itself (issue 14): its bounce pools are shared segments the peer
+// maps (kCapPeerMap), so with GDX_P2P=no on both sides a cuda_ipc-only endpoint carries every kind the engine
+// stages, the sender's D2H landing in the receiver's slot and its H2D reading it there — no CPU copy, as over shm.
+class StagingGpuIpcP2pOffMatrix : public StagingGpuTwoProcess {};
+
+TEST_P(StagingGpuIpcP2pOffMatrix, ByteExactPeerMapped) {
+    if (tp::find_component("cuda_ipc") == nullptr) GTEST_SKIP() << "no cuda_ipc transport in this build";
+    auto [mine, peer] = GetParam();
+    staged_matrix(mine, peer, "cuda_ipc", {{"GDX_P2P", "no"}});
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, StagingGpuIpcP2pOffMatrix,
+                         ::testing::Combine(::testing::ValuesIn(kStagedKinds), ::testing::ValuesIn(kStagedKinds)),
+                         pair_name);
+
+// One message, two paths over cuda_ipc: P2P on (one GPU: device-local copies), every third fragment denied the
+// direct path, so it is staged through the peer's mapped pool; then scarce slots and failing copies, as over shm.
+TEST_F(StagingGpuTwoProcess, IpcMixedDirectAndPeerMappedAndFaults) {
+    if (tp::find_component("cuda_ipc") == nullptr) GTEST_SKIP() << "no cuda_ipc transport in this build";
+    TwoProcessRun mixed = go("cuda", "cuda", (size_t(32) << 20) + 3, "cuda_ipc", {{"GDX_FAULT_P2P_EVERY", "3"}});
+    expect_exact(mixed);
+    EXPECT_EQ(mixed.rank0.transports, "cuda_ipc");
+    EXPECT_GT(mixed.rank0.bytes_direct, 0u) << mixed.rank0.put_path;
+    EXPECT_GT(mixed.rank0.bytes_staged, 0u) << mixed.rank0.put_path;
+    EXPECT_NE(mixed.rank0.put_path.find("peer-mapped"), std::string::npos) << mixed.rank0.put_path;
+    std::printf("[ path     ] mixed over cuda_ipc: put %s | get %s\n", mixed.rank0.put_path.c_str(),
+                mixed.rank0.get_path.c_str());
+    const std::pair<std::string, std::string> p2p_off{"GDX_P2P", "no"};
+    TwoProcessRun tight =
+        go("cuda", "pool", (size_t(48) << 20) + 1, "cuda_ipc", {}, {p2p_off, {"GDX_FAULT_POOL_LIMIT", "1"}});
+    expect_exact(tight);
+    TwoProcessRun bad = go("cuda", "cuda", 16 << 20, "cuda_ipc", {{"GDX_FAULT_COPY_EVERY", "2"}}, {p2p_off});
     EXPECT_EQ(bad.setup_error, "");
     EXPECT_EQ(bad.rank0.op_status, GDX_ERR_IO) << gdx_status_string(bad.rank0.op_status);
 }

@@ -152,6 +152,21 @@ TEST_F(StagingLoop, ChunkedRegistrationsMixAllFourCombinations) {
     }
 }
 
+// An endpoint without a direct path to its peer (cuda_ipc with no peer-to-peer access to the peer's GPU) moves
+// directly reachable memory staged on both sides: nothing is issued that would fail with GDX_ERR_UNREACHABLE.
+TEST_F(StagingLoop, NoDirectPathToThePeerStagesBothSides) {
+    opt_a.no_direct = true;
+    opt_b.no_direct = true;
+    start();
+    for (bool put : {true, false}) {
+        fb::PathReport p = transfer(put, 50000, 3, 5);
+        EXPECT_STREQ(p.kind(), "staged");
+        EXPECT_EQ(p.bytes_direct, 0u);
+        EXPECT_EQ(p.stage_sides, fb::kStageSideLocal | fb::kStageSideRemote);
+        EXPECT_EQ(p.reasons, fb::kStageNoTransportOp);
+    }
+}
+
 TEST_F(StagingLoop, GetWithoutTransportGetIsStagedOutByThePeer) {
     opt_a.no_get = true;
     opt_b.no_get = true;

@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include "core/error.h"
+#include "transport/open_interfaces.h"
 #include "memtype/cuda_driver.h"
 #include "memtype/memtype.h"
 
@@ -33,31 +34,6 @@ long long check_pattern(const uint8_t *p, size_t len, uint64_t seed, uint64_t fi
     for (size_t i = 0; i < len; ++i)
         if (p[i] != pattern(seed, first + i)) return static_cast<long long>(i);
     return -1;
-}
-
-std::string to_hex(const std::vector<uint8_t> &v) {
-    static const char *d = "0123456789abcdef";
-    std::string s;
-    for (uint8_t b : v) {
-        s += d[b >> 4];
-        s += d[b & 15];
-    }
-    return s;
-}
-
-std::vector<uint8_t> from_hex(const std::string &s) {
-    std::vector<uint8_t> v;
-    auto nib = [](char c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; };
-    for (size_t i = 0; i + 1 < s.size(); i += 2) v.push_back(static_cast<uint8_t>(nib(s[i]) << 4 | nib(s[i + 1])));
-    return v;
-}
-
-std::vector<std::string> split(const std::string &s) {
-    std::istringstream is(s);
-    std::vector<std::string> v;
-    std::string w;
-    while (is >> w) v.push_back(w);
-    return v;
 }
 
 const char *kind_name(Kind k) {
@@ -287,11 +263,12 @@ gdx_status_t open_transport(const std::string &transport, const std::string &dev
     config_apply_logging(out->cfg, &err); // GDX_LOG_LEVEL=debug in the environment debugs both processes
     tp::Component *c = tp::find_component(transport);
     if (c == nullptr) return GDX_FAIL(GDX_ERR_NOT_FOUND, "test", "no transport %s", transport.c_str());
-    std::vector<tp::DeviceDesc> devs;
-    if ((st = c->query_devices(&devs)) != GDX_OK) return st;
-    for (const tp::DeviceDesc &d : devs)
-        if (d.name == device) return c->open(d, out->cfg, &out->iface);
-    return GDX_FAIL(GDX_ERR_NO_DEVICE, "test", "transport %s has no device %s", transport.c_str(), device.c_str());
+    tp::OpenRequest req;
+    req.device = device;
+    tp::OpenOutcome o = tp::open_interface(*c, out->cfg, req);
+    out->iface = std::move(o.iface);
+    if (o.status != GDX_ERR_NO_DEVICE || o.devices != 0) return o.status; // opened, or its own error
+    return GDX_FAIL(o.status, "test", "transport %s has no device %s", transport.c_str(), device.c_str());
 }
 
 gdx_status_t run_op(tp::Interface &ifc, const std::function<gdx_status_t(tp::Completion *)> &issue,

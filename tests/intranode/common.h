@@ -1,9 +1,10 @@
 // Shared by the intra-node tests, their peer binary and the benchmark: byte patterns, buffers of every memory
-// kind, hex codecs for addresses and keys, and Link, a peer process started with exec (never fork alone: CUDA
+// kind, hex codecs for addresses and keys (tests/support/text.h), and Link, a peer process started with exec (never fork alone: CUDA
 // does not survive fork) and driven with one-line commands over pipes.
 #pragma once
 
 #include "core/config.h"
+#include "support/text.h"
 #include "transport/transport.h"
 
 #include <chrono>
@@ -20,9 +21,6 @@ uint8_t pattern(uint64_t seed, uint64_t i);
 void fill_pattern(uint8_t *p, size_t len, uint64_t seed, uint64_t first = 0);
 // Index of the first byte that differs from the pattern, or -1.
 long long check_pattern(const uint8_t *p, size_t len, uint64_t seed, uint64_t first = 0);
-
-std::string to_hex(const std::vector<uint8_t> &v);
-std::vector<uint8_t> from_hex(const std::string &s);
 
 // ---- buffers ----------------------------------------------------------------------------------------------
 
@@ -116,6 +114,5 @@ class Link {
 };
 
 std::string peer_binary();
-std::vector<std::string> split(const std::string &s);
 
 } // namespace gdx::test

@@ -98,7 +98,7 @@ std::string register_buf(const std::string &name, Buf &b) {
     b.mh->pack_rkey(rk);
     char a[32];
     std::snprintf(a, sizeof(a), "%" PRIx64, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(b.mem->ptr())));
-    return "buf " + name + " " + a + " " + to_hex(rk);
+    return "buf " + name + " " + a + " " + hex(rk);
 }
 
 std::string do_alloc(const std::string &name, Kind k, size_t size, size_t off, uint64_t seed, unsigned access) {
@@ -117,7 +117,7 @@ std::string do_op(bool put, const std::vector<std::string> &w) {
     size_t off = std::stoull(w[2]), len = std::stoull(w[3]);
     uint64_t raddr = std::stoull(w[4], nullptr, 16);
     std::unique_ptr<tp::RemoteKey> rk;
-    gdx_status_t st = g_tp.iface->md().rkey_unpack(from_hex(w[5]), &rk);
+    gdx_status_t st = g_tp.iface->md().rkey_unpack(unhex(w[5]), &rk);
     if (st != GDX_OK) return "done " + st_text(st);
     uint8_t *p = it->second.mem->ptr() + off;
     const tp::MemHandle *mh = it->second.mh.get();
@@ -129,7 +129,7 @@ std::string do_op(bool put, const std::vector<std::string> &w) {
 
 std::string raw_connect(const std::string &hex) {
     // A process that is not allowed in (another uid) knocks directly: the listener must close on it.
-    std::vector<uint8_t> a = from_hex(hex);
+    std::vector<uint8_t> a = unhex(hex);
     tp::shm::EpAddress ea;
     std::string why;
     if (tp::shm::decode_ep_address(a, &ea, &why) != GDX_OK) return "err " + why;
@@ -155,11 +155,11 @@ std::string raw_connect(const std::string &hex) {
 }
 
 std::string handle(const std::string &line) {
-    std::vector<std::string> w = split(line);
+    std::vector<std::string> w = words(line);
     if (w.empty()) return "err empty";
     const std::string &c = w[0];
     if (c == "connect") {
-        gdx_status_t st = g_ep->connect(from_hex(w[1]));
+        gdx_status_t st = g_ep->connect(unhex(w[1]));
         return st == GDX_INPROGRESS || st == GDX_OK ? "ok" : "err " + st_text(st);
     }
     if (c == "state") return "state " + st_text(g_ep->state());
@@ -248,7 +248,7 @@ int main(int argc, char **argv) {
     g_tp.iface->set_am_handler(1, am_echo, nullptr);
     g_tp.iface->set_am_handler(3, am_count, nullptr);
     g_tp.iface->set_am_handler(4, am_check, nullptr);
-    reply("addr " + to_hex(g_ep->address()));
+    reply("addr " + hex(g_ep->address()));
     std::string buf;
     unsigned idle = 0, iter = 0;
     for (;;) {

@@ -29,12 +29,12 @@ class PairFixture : public ::testing::Test {
         ASSERT_EQ(open_transport(transport, device, ours, &tp), GDX_OK) << last_error();
         ASSERT_EQ(tp.iface->ep_create(&ep), GDX_OK);
         tp.iface->set_am_handler(2, &PairFixture::on_am, this);
-        std::vector<std::string> w = split(link->recv(std::chrono::milliseconds(20000)));
+        std::vector<std::string> w = words(link->recv(std::chrono::milliseconds(20000)));
         if (w.size() != 2 || w[0] != "addr") {
             peer_failed = true;
             return;
         }
-        peer_addr = from_hex(w[1]);
+        peer_addr = unhex(w[1]);
     }
 
     // Both sides connect; true when both report up.
@@ -42,7 +42,7 @@ class PairFixture : public ::testing::Test {
         gdx_status_t st = ep->connect(peer_addr);
         if (st != GDX_INPROGRESS && st != GDX_OK)
             return ::testing::AssertionFailure() << "our connect: " << gdx_status_string(st);
-        std::string r = call("connect " + to_hex(ep->address()));
+        std::string r = call("connect " + hex(ep->address()));
         if (r != "ok") return ::testing::AssertionFailure() << "peer connect: " << r;
         if (!progress_until(*tp.iface, [&] { return ep->state() != GDX_INPROGRESS; },
                             std::chrono::milliseconds(15000)))
@@ -67,11 +67,11 @@ class PairFixture : public ::testing::Test {
     // A peer command answered with "buf <name> <addr> <key>" (alloc, realloc, rereg): the buffer as seen from here.
     RemoteBuf remote_buf(const std::string &command) {
         RemoteBuf b;
-        std::vector<std::string> w = split(call(command));
+        std::vector<std::string> w = words(call(command));
         EXPECT_EQ(w.size(), 4u) << command << ": " << (w.empty() ? "" : w[0]);
         if (w.size() != 4) return b;
         b.addr = std::stoull(w[2], nullptr, 16);
-        b.packed = from_hex(w[3]);
+        b.packed = unhex(w[3]);
         EXPECT_EQ(tp.iface->md().rkey_unpack(b.packed, &b.rkey), GDX_OK);
         return b;
     }

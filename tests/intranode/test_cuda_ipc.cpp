@@ -1,9 +1,10 @@
 // GPU set (label gpu): cuda_ipc between two processes on one GPU and on two GPUs, device / VMM / pool / managed
 // memory, 1 B to 1 GiB byte-exact, AMs ordered after puts, the exporter freeing and reallocating under a live
-// mapping, GDX_P2P=no, and the staged path through shared slots registered for GPU DMA. Every case skips with
-// the reason when the GPUs it needs are absent.
+// mapping, GDX_P2P=no, and shared segments peers map (kCapPeerMap, the staging engine's pools: the contract shm
+// passes too). Every case skips with the reason when the GPUs it needs are absent.
 #include "memtype/cuda_driver.h"
 #include "pair_fixture.h"
+#include "peer_map_contract.h"
 #include "transport/cuda_ipc/ipc_key.h"
 
 namespace gdx::test {
@@ -214,7 +215,14 @@ TEST_F(IpcP2pOff, P2pYesFailsClearlyWhenImpossible) {
     // GDX_P2P=yes its connect must fail loudly instead of leaving put/get to fail later.
     start("cuda_ipc", "GPU1", {"CUDA_VISIBLE_DEVICES=0", "GDX_P2P=yes"}, {}, {}, {"--device", "GPU0", "--gpu", "0"});
     ASSERT_FALSE(peer_failed);
-    EXPECT_EQ(call("connect " + to_hex(ep->address())), "err " + std::to_string(GDX_ERR_UNREACHABLE));
+    EXPECT_EQ(call("connect " + hex(ep->address())), "err " + std::to_string(GDX_ERR_UNREACHABLE));
+}
+
+// kCapPeerMap on cuda_ipc, with GDX_P2P=no (it concerns GPU memory only): the contract shm is held to
+// (peer_map_contract.cpp) — mapping both ways, put/get through the key, refusals, the owner going away.
+TEST(IpcLocal, PeerMapsSharedSegmentsOnlyWithP2pOff) {
+    if (gpu_count() < 1) GTEST_SKIP() << no_gpus_reason(1);
+    check_peer_map_contract("cuda_ipc", "GPU0", {{"GDX_P2P", "no"}});
 }
 
 TEST(IpcLocal, NoGpuMeansNoDevices) {

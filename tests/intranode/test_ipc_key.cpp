@@ -84,5 +84,36 @@ TEST(IpcKey, ForgedOrDamagedKeysAreRefusedWithAReason) {
     EXPECT_EQ(decode_key(std::span<const uint8_t>(raw, kKeySize - 1), &d, &why), GDX_ERR_INVALID_PARAM);
 }
 
+// A shared segment's key (kCapPeerMap: the staging engine's pools) names its key id in the exporter's table; one
+// without an id, or of a kind past the last, is refused.
+TEST(IpcKey, SharedSegmentKeysCarryTheirKeyId) {
+    PackedKey k = sample();
+    k.kind = ExportKind::Shared;
+    k.buffer_id = 0;
+    k.alloc_base = k.reg_base;
+    k.alloc_size = k.reg_len;
+    uint8_t raw[kKeySize];
+    encode_key(k, raw);
+    PackedKey d;
+    std::string why;
+    ASSERT_EQ(decode_key(raw, &d, &why), GDX_OK) << why;
+    EXPECT_EQ(d.kind, ExportKind::Shared);
+    EXPECT_EQ(d.token, k.token);
+    EXPECT_STREQ(tp::cuda_ipc::export_kind_name(d.kind), "shared-segment");
+    EXPECT_EQ(tp::cuda_ipc::ipc_kind(d.kind), mem::IpcKind::None); // nothing the GPU driver imports
+
+    k.token = 0;
+    encode_key(k, raw);
+    why.clear();
+    EXPECT_EQ(decode_key(raw, &d, &why), GDX_ERR_INVALID_PARAM);
+    EXPECT_NE(why.find("key id"), std::string::npos) << why;
+
+    encode_key(sample(), raw);
+    raw[2] = static_cast<uint8_t>(ExportKind::Shared) + 1;
+    why.clear();
+    EXPECT_EQ(decode_key(raw, &d, &why), GDX_ERR_INVALID_PARAM);
+    EXPECT_NE(why.find("kind"), std::string::npos) << why;
+}
+
 } // namespace
 } // namespace gdx::test

@@ -1,6 +1,7 @@
 // shm transport between two processes (the test and an exec'd peer): integrity of put/get/AM over every size
 // and path (CMA both ways, the ring copy, CMA in one direction only), odd offsets, and key enforcement.
 #include "pair_fixture.h"
+#include "peer_map_contract.h"
 #include "transport/wire.h"
 
 #include <cstring>
@@ -92,10 +93,10 @@ TEST_P(ShmPair, PeerInitiatedPutGet) {
         char addr[32];
         std::snprintf(addr, sizeof(addr), "%llx", static_cast<unsigned long long>(
                                                       reinterpret_cast<uintptr_t>(mine->ptr()) + 3));
-        EXPECT_EQ(call("put p 2 " + std::to_string(len) + " " + addr + " " + to_hex(rk)), "done 0");
+        EXPECT_EQ(call("put p 2 " + std::to_string(len) + " " + addr + " " + hex(rk)), "done 0");
         EXPECT_EQ(check_pattern(mine->ptr() + 3, len, 33, 2), -1);
         EXPECT_EQ(check_pattern(mine->ptr(), 3, 21), -1);
-        EXPECT_EQ(call("get p 1 " + std::to_string(len) + " " + addr + " " + to_hex(rk)), "done 0");
+        EXPECT_EQ(call("get p 1 " + std::to_string(len) + " " + addr + " " + hex(rk)), "done 0");
         EXPECT_EQ(check_remote("p", 1, len, 33, 2), "ok"); // read back what it just wrote
         fill_pattern(mine->ptr(), mine->size(), 21);
         ASSERT_EQ(call("fill p 33"), "ok"); // the get above overwrote part of it
@@ -341,92 +342,9 @@ TEST(ShmLocal, FlushWaitsForParkedRequests) {
     }
 }
 
-// map_remote (kCapPeerMap): a peer maps a shared segment it holds a read+write key to, and nothing else.
-TEST(ShmLocal, PeerMapsSharedSegmentsOnly) {
-    Opened owner, user; // two interfaces: the mapping must work across memory domains, as between processes
-    ASSERT_EQ(open_transport("shm", "memory", {}, &owner), GDX_OK);
-    ASSERT_EQ(open_transport("shm", "memory", {}, &user), GDX_OK);
-    ASSERT_NE(owner.iface->caps().flags & tp::kCapPeerMap, 0u);
-    std::unique_ptr<tp::Endpoint> a, b; // a: user's endpoint, b: owner's
-    ASSERT_EQ(user.iface->ep_create(&a), GDX_OK);
-    ASSERT_EQ(owner.iface->ep_create(&b), GDX_OK);
-    a->connect(b->address());
-    b->connect(a->address());
-    auto both = [&](auto done) {
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (!done() && std::chrono::steady_clock::now() < deadline) {
-            owner.iface->progress();
-            user.iface->progress();
-        }
-        return done();
-    };
-    ASSERT_TRUE(both([&] { return a->state() == GDX_OK && b->state() == GDX_OK; }));
-    const size_t kLen = 3 * 65536 + 100;
-    void *seg = nullptr;
-    ASSERT_EQ(owner.iface->md().alloc_shared(kLen, &seg), GDX_OK);
-    mem::MemInfo host;
-    auto key_for = [&](void *p, size_t len, unsigned access, std::unique_ptr<tp::MemHandle> *mh,
-                       std::unique_ptr<tp::RemoteKey> *rk) {
-        ASSERT_EQ(owner.iface->md().mem_reg(p, len, host, access, mh), GDX_OK);
-        std::vector<uint8_t> packed(owner.iface->md().rkey_packed_size());
-        ASSERT_EQ((*mh)->pack_rkey(packed), GDX_OK);
-        ASSERT_EQ(user.iface->md().rkey_unpack(packed, rk), GDX_OK);
-    };
-    auto map = [&](const tp::RemoteKey &rk, uint8_t **local) {
-        gdx_status_t st = GDX_INPROGRESS;
-        both([&] { return (st = a->map_remote(rk, local)) != GDX_INPROGRESS; });
-        return st;
-    };
-    std::unique_ptr<tp::MemHandle> mh;
-    std::unique_ptr<tp::RemoteKey> rk;
-    key_for(seg, kLen, tp::kAccessAll, &mh, &rk);
-    uint8_t *local = nullptr;
-    ASSERT_EQ(map(*rk, &local), GDX_OK) << last_error();
-    ASSERT_NE(local, nullptr);
-    EXPECT_NE(static_cast<void *>(local), seg); // a mapping of our own, not the owner's pointer
-    // Both ways through the one set of pages: what the user writes the owner reads, and back.
-    fill_pattern(local, kLen, 41);
-    EXPECT_EQ(check_pattern(static_cast<uint8_t *>(seg), kLen, 41), -1);
-    fill_pattern(static_cast<uint8_t *>(seg), kLen, 42);
-    EXPECT_EQ(check_pattern(local, kLen, 42), -1);
-    uint8_t *again = nullptr;
-    EXPECT_EQ(a->map_remote(*rk, &again), GDX_OK); // answered from the mapping, no second request
-    EXPECT_EQ(again, local);
-
-    // Ordinary registered memory is never mapped: the owner refuses, the user hears UNSUPPORTED.
-    std::vector<uint8_t> plain(65536);
-    std::unique_ptr<tp::MemHandle> mh2;
-    std::unique_ptr<tp::RemoteKey> rk2;
-    key_for(plain.data(), plain.size(), tp::kAccessAll, &mh2, &rk2);
-    EXPECT_EQ(map(*rk2, &local), GDX_ERR_UNSUPPORTED);
-    // A key without remote write (mapping grants both) is refused before anything is asked.
-    std::unique_ptr<tp::MemHandle> mh3;
-    std::unique_ptr<tp::RemoteKey> rk3;
-    void *seg2 = nullptr;
-    ASSERT_EQ(owner.iface->md().alloc_shared(4096, &seg2), GDX_OK);
-    key_for(seg2, 4096, tp::kAccessRemoteRead, &mh3, &rk3);
-    EXPECT_EQ(a->map_remote(*rk3, &local), GDX_ERR_UNSUPPORTED);
-    // A key revoked before the request (deregistered) opens nothing.
-    std::unique_ptr<tp::MemHandle> mh4;
-    std::unique_ptr<tp::RemoteKey> rk4;
-    key_for(seg2, 4096, tp::kAccessAll, &mh4, &rk4);
-    mh4.reset();
-    EXPECT_EQ(map(*rk4, &local), GDX_ERR_ACCESS_DENIED);
-
-    // The owner goes away: later requests fail with the endpoint's error instead of waiting.
-    mh.reset();
-    b.reset();
-    EXPECT_TRUE(both([&] { return a->state() != GDX_OK; }));
-    std::unique_ptr<tp::MemHandle> mh5;
-    std::unique_ptr<tp::RemoteKey> rk5;
-    key_for(seg2, 4096, tp::kAccessAll, &mh5, &rk5);
-    EXPECT_EQ(a->map_remote(*rk5, &local), GDX_ERR_CONNECTION_RESET);
-    mh5.reset();
-    mh3.reset();
-    mh2.reset();
-    owner.iface->md().free_shared(seg);
-    owner.iface->md().free_shared(seg2);
-}
+// map_remote (kCapPeerMap): a peer maps a shared segment it holds a read+write key to, and nothing else
+// (peer_map_contract.cpp; cuda_ipc passes the same checks in its GPU set).
+TEST(ShmLocal, PeerMapsSharedSegmentsOnly) { check_peer_map_contract("shm", "memory", {}); }
 
 TEST(ShmLocal, ReplacedPeerEndpointDoesNotBreakTheConnection) {
     // UCP's wire-up may connect an endpoint to us, destroy it and connect a new one before we are told whom to

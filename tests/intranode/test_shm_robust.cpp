@@ -50,9 +50,9 @@ TEST_F(ShmRobust, OtherUidRefused) {
     uint64_t our_nonce = tp::wire::load_le64(ep2->address().data() + 24);
     uint64_t its_nonce = tp::wire::load_le64(peer_addr.data() + 24);
     EXPECT_EQ(ep2->state(), our_nonce < its_nonce ? GDX_ERR_ACCESS_DENIED : GDX_ERR_TIMEOUT);
-    EXPECT_EQ(call("connect " + to_hex(ep2->address())), "err " + std::to_string(GDX_ERR_ACCESS_DENIED));
+    EXPECT_EQ(call("connect " + hex(ep2->address())), "err " + std::to_string(GDX_ERR_ACCESS_DENIED));
     // 3. The peer knocks on our listener directly with a HELLO: our side closes on it.
-    EXPECT_EQ(call("raw_connect " + to_hex(ep2->address())), "closed");
+    EXPECT_EQ(call("raw_connect " + hex(ep2->address())), "closed");
 }
 
 TEST_F(ShmRobust, KilledPeerFailsOperationsAndLeavesNothing) {

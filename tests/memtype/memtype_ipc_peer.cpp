@@ -1,8 +1,10 @@
 // memtype_ipc_peer: the second process of the IPC-imported tests (exec'd by test_memtype_gpu: CUDA does not
-// survive fork). Reads a CUipcMemHandle as hex from stdin, opens it, notes the import the way gdx's IPC path
-// will, and checks what the detector says before and after the close. Prints one line per check; exits 0 when
-// all passed, 1 otherwise, 2 when it could not run.
-//   memtype_ipc_peer --size <bytes> --device <ordinal>   (stdin: 128 hex digits)
+// survive fork). Reads a CUipcMemHandle as hex from stdin, opens it, notes the import, and checks what the detector
+// says before and after the close. With --via-ops the ops table opens it (ipc_import, which notes the import
+// itself) and closes it (ipc_close), as the cuda_ipc transport does. Prints one line per check; exits 0 when all
+// passed, 1 otherwise, 2 when it could not run.
+//   memtype_ipc_peer --size <bytes> --device <ordinal> [--via-ops]   (stdin: 128 hex digits)
+#include "core/error.h"
 #include "memtype/memtype.h"
 #if GDX_HAVE_CUDA_H
 #include "memtype/cuda_driver.h"
@@ -32,13 +34,16 @@ void check(bool ok, const std::string &what) {
 int main(int argc, char **argv) {
     size_t size = 0;
     int device = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (std::strcmp(argv[i], "--size") == 0) size = std::strtoull(argv[i + 1], nullptr, 10);
-        if (std::strcmp(argv[i], "--device") == 0) device = std::atoi(argv[i + 1]);
+    bool via_ops = false;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--via-ops") == 0) via_ops = true;
+        if (i + 1 < argc && std::strcmp(argv[i], "--size") == 0) size = std::strtoull(argv[i + 1], nullptr, 10);
+        if (i + 1 < argc && std::strcmp(argv[i], "--device") == 0) device = std::atoi(argv[i + 1]);
     }
 #if !GDX_HAVE_CUDA_H
     (void)size;
     (void)device;
+    (void)via_ops;
     std::printf("cannot run: built without cuda.h\n");
     return 2;
 #else
@@ -58,7 +63,19 @@ int main(int argc, char **argv) {
         handle.reserved[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
     CUresult r = cuda::bind_device(device);
     CUdeviceptr d = 0;
-    if (r == CUDA_SUCCESS) r = api->cuIpcOpenMemHandle(&d, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    IpcMapping imported; // --via-ops: the ops table's mapping
+    if (via_ops && r == CUDA_SUCCESS) {
+        IpcHandle ih;
+        ih.kind = IpcKind::Legacy;
+        std::memcpy(ih.bytes, handle.reserved, sizeof(ih.bytes));
+        if (ops(MemKind::Cuda).ipc_import(ih, size, -1, nullptr, device, &imported) != GDX_OK) {
+            std::printf("cannot run: ipc_import: %s\n", last_error().c_str());
+            return 2;
+        }
+        d = reinterpret_cast<CUdeviceptr>(imported.ptr);
+    } else if (r == CUDA_SUCCESS) {
+        r = api->cuIpcOpenMemHandle(&d, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    }
     if (r != CUDA_SUCCESS) {
         std::printf("cannot run: cuIpcOpenMemHandle: %s\n", cuda::error_text(r).c_str());
         return 2;
@@ -68,7 +85,7 @@ int main(int argc, char **argv) {
     size_t mapped = 0;
     r = api->cuMemGetAddressRange(&base, &mapped, d);
     check(r == CUDA_SUCCESS && mapped >= size, "cuMemGetAddressRange of the mapping");
-    if (r != CUDA_SUCCESS) {
+    if (r != CUDA_SUCCESS || via_ops) { // the ops table noted what the exporter's key says: base and size
         base = d;
         mapped = size;
     }
@@ -82,9 +99,11 @@ int main(int argc, char **argv) {
         return o;
     }());
     MemInfo info;
-    check(det.detect_one(p, &info) == GDX_OK && !is_host_type(info.type) && info.type != MemType::CudaIpcImported,
-          "before the note (GPU memory, not yet known as imported): " + describe(info));
-    note_ipc_import(reinterpret_cast<void *>(base), mapped, device);
+    if (!via_ops) {
+        check(det.detect_one(p, &info) == GDX_OK && !is_host_type(info.type) && info.type != MemType::CudaIpcImported,
+              "before the note (GPU memory, not yet known as imported): " + describe(info));
+        note_ipc_import(reinterpret_cast<void *>(base), mapped, device);
+    }
 
     for (Detector *x : {&det, &ev, &det}) { // the second pass over det is a cache hit
         for (size_t off : {size_t(0), size / 2, size - 1}) {
@@ -112,11 +131,15 @@ int main(int argc, char **argv) {
     check(ops(MemKind::Cuda).dmabuf_fd(p, 4096, &fd, &off) == GDX_ERR_UNSUPPORTED,
           "no dma-buf export of imported memory");
 
-    // The close path of gdx: invalidate, close, note (README: Events-mode protocol).
-    invalidate(reinterpret_cast<void *>(base), mapped);
-    r = api->cuIpcCloseMemHandle(d);
-    check(r == CUDA_SUCCESS, "cuIpcCloseMemHandle");
-    note_ipc_close(reinterpret_cast<void *>(base));
+    // The close path: invalidate, close, note (README: Events-mode protocol); ipc_close does all three.
+    if (via_ops) {
+        check(ops(MemKind::Cuda).ipc_close(&imported) == GDX_OK && imported.ptr == nullptr, "ipc_close");
+    } else {
+        invalidate(reinterpret_cast<void *>(base), mapped);
+        r = api->cuIpcCloseMemHandle(d);
+        check(r == CUDA_SUCCESS, "cuIpcCloseMemHandle");
+        note_ipc_close(reinterpret_cast<void *>(base));
+    }
     MemInfo truth;
     for (Detector *x : {&det, &ev}) {
         gdx_status_t st = x->detect_one(p, &info);

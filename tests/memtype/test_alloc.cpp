@@ -1,5 +1,7 @@
 #include "test_alloc.h"
 
+#include "core/error.h"
+
 #if GDX_HAVE_CUDA_H
 #include "memtype/cuda_driver.h"
 #endif
@@ -378,27 +380,52 @@ bool TestBuffer::cpu_access() const {
     }
 }
 
-int run_ipc_peer(const TestBuffer &exported, std::string *output) {
+namespace {
+
+// The handle as 128 hex digits: cuIpcGetMemHandle's, or the ops table's ipc_export (then *size is the allocation's).
+bool ipc_handle_line(const TestBuffer &exported, bool via_ops, std::string *line, size_t *size, std::string *why) {
+    const cuda::DriverApi *api = cuda::driver();
+    unsigned char bytes[kIpcHandleSize] = {};
+    static_assert(sizeof(CUipcMemHandle) == kIpcHandleSize);
+    if (via_ops) {
+        MemInfo info;
+        if (ops(MemKind::Cuda).query(exported.ptr(), &info) != GDX_OK) return *why = "query: " + last_error(), false;
+        IpcHandle h;
+        int fd = -1;
+        std::string no;
+        if (ops(MemKind::Cuda).ipc_export(info, &h, &fd, &no) != GDX_OK || h.kind != IpcKind::Legacy || fd != -1)
+            return *why = "ipc_export of device memory did not give a legacy handle: " + no, false;
+        std::memcpy(bytes, h.bytes, sizeof(bytes));
+        *size = info.size;
+    } else {
+        cuda::bind_device(exported.device());
+        CUipcMemHandle h{};
+        CUresult r = api->cuIpcGetMemHandle(&h, reinterpret_cast<CUdeviceptr>(exported.ptr()));
+        if (r != CUDA_SUCCESS) return *why = "cuIpcGetMemHandle: " + cuda::error_text(r), false;
+        std::memcpy(bytes, h.reserved, sizeof(bytes));
+        *size = exported.size();
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (unsigned char c : bytes) {
+        *line += hex[c >> 4];
+        *line += hex[c & 15];
+    }
+    *line += '\n';
+    return true;
+}
+
+} // namespace
+
+int run_ipc_peer(const TestBuffer &exported, std::string *output, bool via_ops) {
     output->clear();
     const cuda::DriverApi *api = cuda::driver();
     if (api == nullptr || std::strlen(GDX_IPC_PEER_PATH) == 0) {
         *output = api == nullptr ? gpu_skip_reason() : "memtype_ipc_peer was not built";
         return -1;
     }
-    cuda::bind_device(exported.device());
-    CUipcMemHandle h{};
-    CUresult r = api->cuIpcGetMemHandle(&h, reinterpret_cast<CUdeviceptr>(exported.ptr()));
-    if (r != CUDA_SUCCESS) {
-        *output = "cuIpcGetMemHandle: " + cuda::error_text(r);
-        return -1;
-    }
     std::string line;
-    static const char hex[] = "0123456789abcdef";
-    for (unsigned char c : h.reserved) {
-        line += hex[c >> 4];
-        line += hex[c & 15];
-    }
-    line += '\n';
+    size_t size = 0;
+    if (!ipc_handle_line(exported, via_ops, &line, &size, output)) return -1;
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) != 0) return -1;
     if (pipe2(out, O_CLOEXEC) != 0) {
@@ -412,11 +439,12 @@ int run_ipc_peer(const TestBuffer &exported, std::string *output) {
     posix_spawn_file_actions_adddup2(&fa, in[0], 0); // dup2 clears O_CLOEXEC on 0, 1, 2
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     posix_spawn_file_actions_adddup2(&fa, out[1], 2);
-    std::string size_s = std::to_string(exported.size()), dev_s = std::to_string(exported.device());
+    std::string size_s = std::to_string(size), dev_s = std::to_string(exported.device());
     std::string path = GDX_IPC_PEER_PATH;
     char *argv[] = {path.data(),   const_cast<char *>("--size"),
                     size_s.data(), const_cast<char *>("--device"),
-                    dev_s.data(),  nullptr};
+                    dev_s.data(),  via_ops ? const_cast<char *>("--via-ops") : nullptr,
+                    nullptr};
     pid_t pid = -1;
     int rc = posix_spawn(&pid, path.c_str(), &fa, nullptr, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -493,7 +521,7 @@ void TestBuffer::release() {
     ptr_ = nullptr;
 }
 
-int run_ipc_peer(const TestBuffer &, std::string *output) {
+int run_ipc_peer(const TestBuffer &, std::string *output, bool) {
     *output = gpu_skip_reason();
     return -1;
 }

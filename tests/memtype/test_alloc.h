@@ -100,7 +100,9 @@ class TestBuffer {
 
 // Runs memtype_ipc_peer (exec'd, never forked: CUDA fails in a forked child), handing it an IPC handle of
 // `exported` (device memory filled with 0x5A) through its stdin. Returns the peer's exit status (0 = all its
-// checks passed; -1 = could not run it) and its output in *output.
-int run_ipc_peer(const TestBuffer &exported, std::string *output);
+// checks passed; -1 = could not run it) and its output in *output. `via_ops`: the handle comes from the ops
+// table's ipc_export and the peer maps and closes it with ipc_import/ipc_close (the cuda_ipc transport's path),
+// instead of calling the driver itself.
+int run_ipc_peer(const TestBuffer &exported, std::string *output, bool via_ops = false);
 
 } // namespace gdx::mem::test

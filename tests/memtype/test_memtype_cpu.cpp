@@ -6,6 +6,7 @@
 #include "memtype/free_hooks.h"
 #include "memtype/host_mapping.h"
 #include "memtype/memtype.h"
+#include "memtype/typed_alloc.h"
 #include "test_alloc.h"
 
 #include <gtest/gtest.h>
@@ -84,6 +85,81 @@ TEST(HostRow, HostAllocIsPageAlignedAndDmabufIsUnsupported) {
     EXPECT_EQ(h.revalidate(p, info), GDX_ERR_NOT_FOUND); // host answers are never confirmed from a cache
     h.host_free(p);
     EXPECT_EQ(h.host_alloc(0, -1, &p), GDX_ERR_INVALID_PARAM);
+}
+
+// The slots the layers above use instead of a GPU runtime: the host row has no devices, IPC handles, peer access
+// or copy queues, and says UNSUPPORTED rather than pretending.
+TEST(HostRow, AnswersUnsupportedWhereItHasNothing) {
+    const Ops &h = ops(MemKind::Host);
+    std::vector<DeviceInfo> devs(1);
+    EXPECT_EQ(h.devices(&devs), GDX_ERR_UNSUPPORTED);
+    EXPECT_TRUE(devs.empty());
+    EXPECT_EQ(h.device_count(), 0);
+    EXPECT_EQ(h.current_device(), -1);
+    EXPECT_EQ(h.driver_version(), 0);
+    EXPECT_EQ(h.why_unavailable(), "");
+    EXPECT_EQ(device_bus_id(MemKind::Host, 0), "");
+    int x = 0;
+    uint64_t id = 1;
+    EXPECT_EQ(h.buffer_id(&x, &id), GDX_ERR_UNSUPPORTED);
+    MemInfo info;
+    IpcHandle ih;
+    ih.kind = IpcKind::Legacy;
+    int fd = 7;
+    std::string why;
+    EXPECT_EQ(h.ipc_export(info, &ih, &fd, &why), GDX_ERR_UNSUPPORTED);
+    EXPECT_EQ(ih.kind, IpcKind::None);
+    EXPECT_EQ(fd, -1);
+    EXPECT_FALSE(why.empty());
+    IpcMapping m;
+    EXPECT_EQ(h.ipc_import(ih, 4096, -1, nullptr, 0, &m), GDX_ERR_UNSUPPORTED);
+    EXPECT_EQ(h.ipc_close(&m), GDX_ERR_UNSUPPORTED);
+    void *pool = nullptr;
+    EXPECT_EQ(h.ipc_import_pool(-1, 0, &pool), GDX_ERR_UNSUPPORTED);
+    h.ipc_release_pool(nullptr, 0);
+    why.clear();
+    EXPECT_EQ(h.peer_access(0, 1, &why), GDX_ERR_UNSUPPORTED);
+    EXPECT_FALSE(why.empty());
+    std::unique_ptr<CopyQueue> q;
+    EXPECT_EQ(h.copy_queue(0, CopyQueueOptions{}, &q), GDX_ERR_UNSUPPORTED);
+    EXPECT_EQ(q, nullptr);
+}
+
+// Without a driver the CUDA row is absent, with the reason, and nothing in it pretends to work.
+TEST(CudaRowNoGpu, DevicesIpcAndQueuesSayWhy) {
+    if (gpu_skip_reason().empty()) GTEST_SKIP() << "a CUDA driver is present: covered by the gpu set";
+    const Ops &c = ops(MemKind::Cuda);
+    EXPECT_FALSE(c.available());
+    EXPECT_FALSE(c.why_unavailable().empty());
+    EXPECT_EQ(c.device_count(), 0);
+    std::vector<DeviceInfo> devs(1);
+    EXPECT_EQ(c.devices(&devs), GDX_OK);
+    EXPECT_TRUE(devs.empty());
+    EXPECT_EQ(c.current_device(), -1);
+    EXPECT_EQ(device_bus_id(MemKind::Cuda, 0), "");
+    MemInfo info;
+    info.type = MemType::CudaDevice;
+    IpcHandle ih;
+    int fd = 7;
+    std::string why;
+    EXPECT_EQ(c.ipc_export(info, &ih, &fd, &why), GDX_OK); // not exportable is an answer, not an error
+    EXPECT_EQ(ih.kind, IpcKind::None);
+    EXPECT_EQ(fd, -1);
+    EXPECT_EQ(why, c.why_unavailable());
+    why.clear();
+    EXPECT_EQ(c.peer_access(0, 1, &why), GDX_ERR_UNREACHABLE);
+    EXPECT_FALSE(why.empty());
+    std::unique_ptr<CopyQueue> q;
+    EXPECT_NE(c.copy_queue(0, CopyQueueOptions{}, &q), GDX_OK);
+    EXPECT_EQ(q, nullptr);
+    ih.kind = IpcKind::Legacy;
+    IpcMapping m;
+    EXPECT_NE(c.ipc_import(ih, 4096, -1, nullptr, 0, &m), GDX_OK);
+    EXPECT_EQ(m.ptr, nullptr);
+    TypedAlloc a;
+    EXPECT_NE(typed_alloc(MemType::CudaDevice, 0, 4096, &a), GDX_OK);
+    EXPECT_EQ(a.ptr, nullptr);
+    typed_free(&a); // nothing to release: no crash
 }
 
 TEST(DetectorNoGpu, EveryPointerIsHost) {

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "memtype/free_hooks.h"
 #include "memtype/memtype.h"
+#include "memtype/typed_alloc.h"
 #if GDX_HAVE_CUDA_H
 #include "memtype/cuda_driver.h"
 #endif
@@ -12,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <dlfcn.h>
 #include <functional>
@@ -311,6 +313,180 @@ TEST_F(GpuOnly, IpcImportedInASecondProcess) {
     std::printf("%s", out.c_str());
     EXPECT_EQ(rc, 0) << out;
 }
+
+// The ops table's IPC slots end to end, as the cuda_ipc transport uses them: ipc_export here, ipc_import (which
+// notes the import) and ipc_close (which notes the close) in a second process.
+TEST_F(GpuOnly, IpcThroughTheOpsTableInASecondProcess) {
+    TestBuffer exported;
+    std::string why, out;
+    ASSERT_TRUE(exported.allocate(AllocKind::CudaIpcImported, 8 << 20, 0, &why)) << why;
+    const int rc = run_ipc_peer(exported, &out, /*via_ops=*/true);
+    std::printf("%s", out.c_str());
+    EXPECT_EQ(rc, 0) << out;
+}
+
+// What ipc_export answers for each kind: a handle (legacy), an fd (VMM with fd handles), or "not exportable" with
+// the reason (managed, the default pool, host memory), never an error.
+TEST_P(MemKinds, IpcExportAnswersForEveryKind) {
+    MemInfo info;
+    ASSERT_EQ(Detector(uncached()).detect_one(buf_.ptr(), &info), GDX_OK);
+    IpcHandle h;
+    int fd = -1;
+    std::string why;
+    ASSERT_EQ(ops(MemKind::Cuda).ipc_export(info, &h, &fd, &why), GDX_OK) << last_error();
+    std::printf("[ ipc      ] %s: %s%s\n", describe(info).c_str(),
+                h.kind == IpcKind::None ? "not exportable: " : "exported", why.c_str());
+    switch (info.type) {
+    case MemType::CudaDevice:
+        EXPECT_EQ(h.kind, IpcKind::Legacy) << why;
+        EXPECT_EQ(fd, -1);
+        break;
+    case MemType::CudaVmm:
+        // The tests' VMM allocations ask for POSIX fd handles where the GPU has them.
+        if (h.kind == IpcKind::Vmm) {
+            EXPECT_GE(fd, 0);
+        } else {
+            EXPECT_FALSE(why.empty());
+        }
+        break;
+    case MemType::CudaPool: // the device's default pool is never exportable
+    case MemType::CudaManaged:
+    default:
+        EXPECT_EQ(h.kind, IpcKind::None);
+        EXPECT_EQ(fd, -1);
+        EXPECT_FALSE(why.empty());
+        break;
+    }
+    if (fd >= 0) close(fd);
+}
+
+// The devices slots agree with each other and with the detector: every GPU has a bus id, the current device of a
+// thread bound to GPU 0 is 0, and buffer_id reads the id the query reported.
+TEST_F(GpuOnly, DeviceSlotsAgree) {
+    const Ops &c = ops(MemKind::Cuda);
+    std::vector<DeviceInfo> devs;
+    ASSERT_EQ(c.devices(&devs), GDX_OK);
+    ASSERT_EQ(static_cast<int>(devs.size()), c.device_count());
+    EXPECT_GT(c.driver_version(), 0);
+    EXPECT_EQ(c.why_unavailable(), "");
+    for (const DeviceInfo &d : devs) {
+        EXPECT_FALSE(d.pci_bus_id.empty()) << d.ordinal;
+        EXPECT_EQ(device_bus_id(MemKind::Cuda, d.ordinal), d.pci_bus_id);
+    }
+    TestBuffer b;
+    std::string why;
+    ASSERT_TRUE(b.allocate(AllocKind::CudaDevice, 1 << 20, 0, &why)) << why; // binds GPU 0 on this thread
+    EXPECT_EQ(c.current_device(), 0);
+    MemInfo info;
+    ASSERT_EQ(c.query(b.ptr(), &info), GDX_OK);
+    uint64_t id = 0;
+    ASSERT_EQ(c.buffer_id(static_cast<char *>(b.ptr()) + 100, &id), GDX_OK) << last_error();
+    EXPECT_EQ(id, info.buffer_id);
+    EXPECT_NE(id, 0u);
+    why.clear();
+    EXPECT_EQ(c.peer_access(0, c.device_count(), &why), GDX_ERR_UNREACHABLE) << "no such GPU: " << why;
+    EXPECT_NE(why.find("cuDeviceCanAccessPeer"), std::string::npos) << why;
+}
+
+// typed_alloc.h, the tools' test buffers (gdx_ext_buffer_*, gdx_perftest -m): each kind is what the detector says,
+// zero-filled, and bytes written at an odd offset read back exactly; VMM memory asked for POSIX fd handles where the
+// GPU has them, so cuda_ipc can export it.
+TEST_F(GpuOnly, TypedAllocEveryKindWriteRead) {
+    const size_t kLen = (3 << 20) + 5;
+    std::vector<DeviceInfo> devs;
+    ASSERT_EQ(ops(MemKind::Cuda).devices(&devs), GDX_OK);
+    for (MemType type : {MemType::HostPinned, MemType::CudaDevice, MemType::CudaManaged, MemType::CudaVmm}) {
+        SCOPED_TRACE(type_name(type));
+        TypedAlloc a;
+        gdx_status_t st = typed_alloc(type, 0, kLen, &a);
+        if (type == MemType::CudaVmm && st == GDX_ERR_UNSUPPORTED) {
+            std::printf("[ note     ] no VMM here: %s\n", last_error().c_str());
+            continue;
+        }
+        ASSERT_EQ(st, GDX_OK) << last_error();
+        ASSERT_NE(a.ptr, nullptr);
+        MemInfo info;
+        ASSERT_EQ(Detector(uncached()).detect_one(a.ptr, &info), GDX_OK);
+        EXPECT_EQ(info.type, type) << describe(info);
+#if GDX_HAVE_CUDA_H
+        if (type == MemType::CudaVmm && devs[0].posix_fd_handles) {
+            EXPECT_NE(info.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0u) << describe(info);
+        }
+#endif
+        std::vector<uint8_t> in(kLen - 7), out(kLen, 0xee);
+        for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 13 + 5);
+        if (type == MemType::HostPinned) { // host memory: the tool copies it with memcpy
+            EXPECT_EQ(static_cast<uint8_t *>(a.ptr)[kLen - 1], 0);
+        } else {
+            ASSERT_EQ(typed_read(a, 0, out.data(), kLen), GDX_OK) << last_error();
+            EXPECT_EQ(std::count(out.begin(), out.end(), 0), static_cast<long>(kLen)) << "not zero-filled";
+            ASSERT_EQ(typed_write(a, 7, in.data(), in.size()), GDX_OK) << last_error();
+            ASSERT_EQ(typed_read(a, 7, out.data(), in.size()), GDX_OK) << last_error();
+            EXPECT_EQ(std::memcmp(in.data(), out.data(), in.size()), 0);
+        }
+        typed_free(&a);
+        EXPECT_EQ(a.ptr, nullptr);
+    }
+}
+
+// The copy queue (cuda_ipc's data path) in both signal modes: copies complete with their tags, in issue order per
+// stream, bytes exact; forget() leaves the owner out of later completions; destroying it with copies queued waits.
+class CopyQueueModes : public GpuOnly, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(CopyQueueModes, CopiesCompleteWithTheirTagsAndBytes) {
+    const bool flags = GetParam();
+    TestBuffer dev, pinned;
+    std::string why;
+    constexpr size_t kLen = (8 << 20) + 3;
+    ASSERT_TRUE(dev.allocate(AllocKind::CudaDevice, kLen, 0, &why)) << why;
+    ASSERT_TRUE(pinned.allocate(AllocKind::HostPinned, 2 * kLen, 0, &why)) << why;
+    uint8_t *host = static_cast<uint8_t *>(pinned.ptr());
+    for (size_t i = 0; i < kLen; ++i) host[i] = static_cast<uint8_t>(i * 7 + 1);
+    std::memset(host + kLen, 0, kLen);
+    CopyQueueOptions o;
+    o.streams = 2;
+    o.flags = flags;
+    std::unique_ptr<CopyQueue> q;
+    ASSERT_EQ(ops(MemKind::Cuda).copy_queue(0, o, &q), GDX_OK) << last_error();
+    std::printf("[ queue    ] completion by %s\n", q->signal_name());
+    if (flags && std::strcmp(q->signal_name(), "flag") != 0)
+        std::printf("[ note     ] this driver has no stream memory operations: events instead\n");
+    if (!flags) {
+        EXPECT_STREQ(q->signal_name(), "event");
+    }
+    struct Seen {
+        std::vector<uint64_t> ids;
+        std::vector<void *> owners;
+        gdx_status_t worst = GDX_OK;
+    } seen;
+    auto done = [](void *arg, const CopyTag &tag, gdx_status_t st) {
+        auto *s = static_cast<Seen *>(arg);
+        s->ids.push_back(tag.id);
+        s->owners.push_back(tag.owner);
+        if (st != GDX_OK) s->worst = st;
+    };
+    int owner = 0;
+    // Up, then back: the second copy is on the other stream, so it waits for the first by a sync in between.
+    ASSERT_EQ(q->copy(dev.ptr(), host, kLen, CopyTag{&owner, 1, nullptr}), GDX_OK) << last_error();
+    q->sync();
+    EXPECT_FALSE(q->idle()); // done on the GPU, not yet reported
+    while (seen.ids.size() < 1) q->poll(done, &seen);
+    ASSERT_EQ(q->copy(host + kLen, dev.ptr(), kLen, CopyTag{&owner, 2, nullptr}), GDX_OK) << last_error();
+    q->forget(&owner); // its completion must come without the owner
+    while (seen.ids.size() < 2) q->poll(done, &seen);
+    EXPECT_TRUE(q->idle());
+    EXPECT_EQ(seen.worst, GDX_OK);
+    EXPECT_EQ(seen.ids, (std::vector<uint64_t>{1, 2}));
+    EXPECT_EQ(seen.owners, (std::vector<void *>{&owner, nullptr}));
+    EXPECT_EQ(std::memcmp(host, host + kLen, kLen), 0);
+    // Destroyed with a copy queued: the destructor waits for it (the copy writes memory the caller then frees).
+    ASSERT_EQ(q->copy(host + kLen, dev.ptr(), kLen, CopyTag{}), GDX_OK);
+    q.reset();
+    EXPECT_EQ(std::memcmp(host, host + kLen, kLen), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Signal, CopyQueueModes, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool> &i) { return i.param ? "flag" : "event"; });
 
 #if GDX_HAVE_CUDA_H
 // With the free hooks on (the default), a cached answer is trusted without a driver call, so every way an

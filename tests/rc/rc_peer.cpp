@@ -6,6 +6,7 @@
 // Usage: rc_peer <device:port> <buffer bytes>
 #include "core/config.h"
 #include "core/error.h"
+#include "support/text.h"
 #include "transport/rc/component.h"
 #include "transport/transport.h"
 
@@ -18,19 +19,10 @@
 #include <unistd.h>
 
 using namespace gdx;
+using gdx::test::hex;
+using gdx::test::unhex;
 
 namespace {
-std::string hex(const std::vector<uint8_t> &b) {
-    static const char *d = "0123456789abcdef";
-    std::string s;
-    for (uint8_t c : b) s += d[c >> 4], s += d[c & 15];
-    return s;
-}
-std::vector<uint8_t> unhex(const std::string &s) {
-    std::vector<uint8_t> b;
-    for (size_t i = 0; i + 1 < s.size(); i += 2) b.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
-    return b;
-}
 int die(const char *what) {
     std::fprintf(stderr, "rc_peer: %s: %s\n", what, last_error().c_str());
     return 1;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "rc_test_util.h"
+#include "support/text.h"
 #include "transport/rc/component.h"
 #include "transport/rc/ep.h"
 #include "transport/rc/iface.h"
@@ -14,18 +15,6 @@
 #include <sys/mman.h>
 
 namespace gdx::test {
-
-inline std::string hex(std::span<const uint8_t> b) {
-    static const char *d = "0123456789abcdef";
-    std::string s;
-    for (uint8_t c : b) s += d[c >> 4], s += d[c & 15];
-    return s;
-}
-inline std::vector<uint8_t> unhex(const std::string &s) {
-    std::vector<uint8_t> b;
-    for (size_t i = 0; i + 1 < s.size(); i += 2) b.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
-    return b;
-}
 
 // Page-aligned anonymous memory, unmapped on destruction.
 struct Buf {

@@ -10,6 +10,7 @@
 // GDX_PEER_TIMEOUT (measured from the last put that completed), 1 otherwise.
 #include "core/config.h"
 #include "core/error.h"
+#include "support/text.h"
 #include "transport/rc/component.h"
 #include "transport/rc/iface.h"
 
@@ -23,6 +24,8 @@
 #include <unistd.h>
 
 using namespace gdx;
+using gdx::test::hex;
+using gdx::test::unhex;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -32,17 +35,6 @@ constexpr size_t kBuf = 4u << 20;
 [[noreturn]] void die(const char *what) {
     std::fprintf(stderr, "rc_two_host: %s: %s (errno %s)\n", what, last_error().c_str(), std::strerror(errno));
     std::exit(1);
-}
-std::string hex(const std::vector<uint8_t> &b) {
-    static const char *d = "0123456789abcdef";
-    std::string s;
-    for (uint8_t c : b) s += d[c >> 4], s += d[c & 15];
-    return s;
-}
-std::vector<uint8_t> unhex(const std::string &s) {
-    std::vector<uint8_t> b;
-    for (size_t i = 0; i + 1 < s.size(); i += 2) b.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
-    return b;
 }
 void send_line(int fd, const std::string &l) {
     std::string m = l + "\n";

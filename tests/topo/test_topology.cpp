@@ -1,7 +1,8 @@
 // Topology: path classes and GPUDirect decisions on real machine shapes (hwloc XML fixtures written by
 // tests/topo/fixtures/gen_fixtures.py), and gdx_info -t reading them through GDX_TOPO_FILE.
 #include "core/config.h"
-#include "transport/topo/topology.h"
+#include "fallback/numa_placement.h"
+#include "topo/topology.h"
 
 #include <gtest/gtest.h>
 
@@ -177,4 +178,61 @@ TEST(GdxInfoTopology, ThisMachineSaysWhatItHas) {
     // Here: no GPU and (outside the soft-RoCE guest) no RDMA device; either way a plain answer, exit 0.
     std::string out = run_info("");
     EXPECT_NE(out.find("# Topology and path decisions"), std::string::npos) << out;
+}
+
+// ---- NUMA: where the staging pools go (src/topo/numa.cpp, src/fallback/numa_placement.cpp) -------------------
+
+TEST(TopologyNuma, EachGpuOfTwoSocketsHasItsOwnNode) {
+    auto t = load("two-socket.xml");
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->numa_nodes(), 2);
+    std::string why;
+    EXPECT_EQ(t->nodes_near(t->gpus()[0].bus_id, &why), "0") << why;
+    EXPECT_EQ(t->nodes_near(t->gpus()[1].bus_id, &why), "1") << why;
+    EXPECT_EQ(t->nodes_near("0000:99:00.0", &why), "");
+    EXPECT_NE(why.find("not in the topology"), std::string::npos) << why;
+    // Another machine's nodes are never bound here.
+    std::vector<char> mem(1 << 16);
+    EXPECT_FALSE(t->bind_area(mem.data(), mem.size(), "1"));
+    topo::Topology::ThreadMembind scope(*t, "1");
+    EXPECT_FALSE(scope.active());
+}
+
+TEST(TopologyNuma, DgxLikeGpusFollowTheirSocket) {
+    auto t = load("dgx-like.xml");
+    ASSERT_TRUE(t);
+    ASSERT_EQ(t->gpus().size(), 8u);
+    std::string why;
+    for (size_t g = 0; g < 8; ++g)
+        EXPECT_EQ(t->nodes_near(t->gpus()[g].bus_id, &why), g < 4 ? "0" : "1") << "GPU" << g << ": " << why;
+}
+
+// The pool placement reads the topology GDX_TOPO_FILE names (issue 17: it used to discover this machine whatever
+// the file said), decides the node from it, and binds nothing (the nodes are another machine's).
+TEST(TopologyNuma, PoolPlacementHonoursTheTopologyFile) {
+    const std::string file = kFixtures + "two-socket.xml";
+    auto t = load("two-socket.xml");
+    ASSERT_TRUE(t);
+    fb::Placement p = fb::place_near_pci(t->gpus()[1].bus_id, "GPU 1", file);
+    EXPECT_EQ(p.nodes, "1");
+    EXPECT_NE(p.text.find("NUMA node 1 (nearest GPU 1 at " + t->gpus()[1].bus_id + ")"), std::string::npos) << p.text;
+    EXPECT_NE(p.text.find("GDX_TOPO_FILE"), std::string::npos) << p.text;
+    std::vector<char> mem(4096);
+    std::string text;
+    void *got = nullptr;
+    bool called = false;
+    EXPECT_EQ(fb::alloc_placed(p, [&](void **out) { called = true; *out = mem.data(); return GDX_OK; }, mem.size(),
+                               &got, &text),
+              GDX_OK);
+    EXPECT_TRUE(called);
+    EXPECT_EQ(got, mem.data());
+    EXPECT_EQ(text.find("failed"), std::string::npos) << "nothing is bound from a file: " << text;
+
+    p = fb::place_near_pci("0000:99:00.0", "GPU 7", file);
+    EXPECT_EQ(p.nodes, "");
+    EXPECT_NE(p.text.find("GPU 7 (bus 0000:99:00.0) not found in the hwloc topology"), std::string::npos) << p.text;
+    p = fb::place_near_device(-1, file);
+    EXPECT_NE(p.text.find("no device affinity"), std::string::npos) << p.text;
+    p = fb::place_near_pci(t->gpus()[0].bus_id, "GPU 0", kFixtures + "missing.xml");
+    EXPECT_NE(p.text.find("topology unavailable"), std::string::npos) << p.text;
 }

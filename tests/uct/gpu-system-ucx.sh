@@ -36,8 +36,8 @@ say "machine"
 say "the running UCX, read off its libraries (gdx_ucx_probe)"
 probe_dir="$out/probe"
 mkdir -p "$probe_dir"
-cc -std=gnu11 -O1 -o "$probe_dir/gdx_ucx_probe" "$root/src/transport/uct/gdx_ucx_probe.c" \
-   "$root/src/transport/uct/uct_gdx_ucxbuild.c" -ldl || die "compiling gdx_ucx_probe"
+cc -std=gnu11 -O1 -o "$probe_dir/gdx_ucx_probe" "$root/src/uct/gdx_ucx_probe.c" \
+   "$root/src/uct/uct_gdx_ucxbuild.c" -ldl || die "compiling gdx_ucx_probe"
 rc=0
 "$probe_dir/gdx_ucx_probe" --config-h "$probe_dir/config.h" > "$probe_dir/probe.txt" 2> "$probe_dir/probe.err" || rc=$?
 sed 's/\t/   <- /' "$probe_dir/probe.txt"
@@ -83,7 +83,7 @@ cmake -S "$root" -B "$bdir" "${gen[@]}" -DGDX_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=
 grep "gdx: " "$out/cmake.log" | grep -E "libuct_gdx|gdx_ucx_probe|gdx:   |ucx_info" || true
 grep -q "gdx: libuct_gdx.so.0 for UCX $version" "$out/cmake.log" || die "the module is not configured (cmake.log)"
 targets=(uct_gdx uct_gdx_loader uct_gdx_fakever uct_gdx_fakecfg gdx_ucx_probe uct_loopback_check
-         uct_loopback_check_linked ucp_gpu_check uct_mpi_check uct_mpi_gpu_check)
+         uct_loopback_check_linked ucp_gpu_check ucp_fail_check uct_mpi_check uct_mpi_gpu_check)
 grep -q "tests use UCX's own, built from" "$out/cmake.log" && targets+=(gdx_ucx_info)
 cmake --build "$bdir" -j "$jobs" --target "${targets[@]}" > "$out/build.log" 2>&1 ||
   { tail -50 "$out/build.log"; die "build (build.log above)"; }

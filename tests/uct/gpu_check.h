@@ -67,14 +67,30 @@ static int cuda_open(int ordinal, char *why, size_t why_len)
     return 1;
 }
 
-/* Deterministic bytes for a seed: any lost, shifted or stale byte changes them. */
+/* Deterministic bytes for a seed: any lost, shifted or stale byte changes them. Eight bytes per step of the
+ * generator, so 256 MiB take a fraction of a second. */
 static void pattern(uint8_t *p, size_t len, uint64_t seed)
 {
     uint64_t x = seed * 0x9e3779b97f4a7c15ull + 7;
-    for (size_t i = 0; i < len; ++i) {
+    for (size_t i = 0; i < len; i += 8) {
         x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        p[i] = (uint8_t)x;
+        for (size_t k = 0; k < 8 && i + k < len; ++k) {
+            p[i + k] = (uint8_t)(x >> (8 * k));
+        }
     }
+}
+
+/* Sizes 1 B .. max for the checks: odd sizes (a fragment cut never lands on a boundary), then max itself; out needs
+ * room for 10. Their number. */
+static size_t sizes_upto(size_t max, size_t *out)
+{
+    static const size_t odd[] = {1, 8, 4099, 65537, 1048577, 4194311, 16777259, 67108879, 268435399};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]) && odd[i] < max; ++i) {
+        out[n++] = odd[i];
+    }
+    out[n++] = max;
+    return n;
 }
 
 /* Host -> device, complete on return. cuMemcpyHtoD from pageable memory may return before its DMA lands; an

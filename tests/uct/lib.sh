@@ -92,10 +92,38 @@ run_mpi() {
     command -v unshare >/dev/null || skip "no host name and no unshare: Open MPI cannot run here"
     uts=(unshare --uts sh -c 'hostname gdx-test && exec "$@"' sh)
   fi
-  UCX_LOG_LEVEL=info timeout 300 "${uts[@]}" "$gdx_run" --module "$module" --tls "$tls" "${aux[@]}" \
+  UCX_LOG_LEVEL=info timeout "${UCT_MPI_TIMEOUT:-300}" "${uts[@]}" "$gdx_run" --module "$module" --tls "$tls" "${aux[@]}" \
     mpirun --allow-run-as-root --oversubscribe -np 2 -x UCX_LOG_LEVEL "$@" >"$log" 2>&1
   rc=$?
   grep -E "^rank [01]:" "$log"
   if [ "$rc" != 0 ]; then tail -40 "$log"; fail "mpirun exit $rc (124 = timed out)"; fi
   [ "$(grep -c 'errors=0 (all ranks: checks=[0-9]* errors=0)' "$log")" = 2 ] || fail "not both ranks reported 0 errors"
+}
+
+# engine_totals TL FILES...: "direct staged" bytes of TL's path totals (the module's GDX_UCT_STATS line at exit),
+# one line per process whose output is in FILES.
+engine_totals() {
+  local tl="$1"; shift
+  sed -n "s/.* $tl path totals: direct \([0-9]*\) B .*, staged \([0-9]*\) B .*/\1 \2/p" "$@"
+}
+
+# check_engine_paths TL EXPECT NPROC FILES...: the staging engine carried TL's bytes as expected, summed over the
+# NPROC processes whose output is in FILES: EXPECT=staged (GDX_FAULT_P2P_EVERY=1, or memory the transport does not
+# reach) staged bytes only; EXPECT=mixed (GDX_FAULT_P2P_EVERY=3 on memory it reaches) staged and direct bytes, and
+# at least one request whose path was both (its info line). Fails with what was seen.
+check_engine_paths() {
+  local tl="$1" expect="$2" nproc="$3" direct staged mixed; shift 3
+  [ "$(engine_totals "$tl" "$@" | wc -l)" = "$nproc" ] ||
+    fail "expected $nproc $tl path totals lines (GDX_UCT_STATS), got: $(engine_totals "$tl" "$@")"
+  read -r direct staged <<<"$(engine_totals "$tl" "$@" | awk '{d += $1; s += $2} END {printf "%.0f %.0f\n", d, s}')"
+  note "$tl: direct $direct B, staged $staged B (GDX_FAULT_P2P_EVERY=${GDX_FAULT_P2P_EVERY:-0}, expected $expect)"
+  [ "$staged" -gt 0 ] || fail "nothing was staged through the engine on $tl"
+  if [ "$expect" = staged ]; then
+    [ "$direct" = 0 ] || fail "$direct bytes went direct where every fragment had to be staged"
+    return 0
+  fi
+  [ "$direct" -gt 0 ] || fail "nothing went direct on $tl"
+  mixed=$(grep -hE "uct +INFO +$tl to peer .*: direct\[.*\] [0-9.]+% \+ staged" "$@" | head -1)
+  [ -n "$mixed" ] || fail "no request on $tl mixed direct and staged fragments (no such path line at info)"
+  note "a mixed message: ${mixed#*INFO  }"
 }

@@ -42,7 +42,7 @@ variant B --disable-logging --disable-debug --disable-assertions --disable-param
 variant C --enable-stats --enable-debug-data
 
 bdir=$root/build-ucx1.16-A
-if [ ! -f "$bdir/src/transport/uct/libuct_gdx.so.0" ]; then
+if [ ! -f "$bdir/src/uct/libuct_gdx.so.0" ]; then
   tree=$work/ucx-1.16.0
   [ -f "$tree/src/uct/base/uct_iface.h" ] || { mkdir -p "$tree"; tar -xzf "$tarballs/ucx-1.16.0.tar.gz" -C "$tree" --strip-components=1; }
   cmake -S "$root" -B "$bdir" -G Ninja -DGDX_UCX_PREFIX="$work/A-install" -DGDX_UCX_SRC_DIR="$tree" \
@@ -50,7 +50,7 @@ if [ ! -f "$bdir/src/transport/uct/libuct_gdx.so.0" ]; then
   cmake --build "$bdir" --target uct_gdx uct_gdx_loader gdx_ucx_probe > "$work/build-A.log" 2>&1 ||
     die "building gdx against A failed ($work/build-A.log)"
 fi
-moddir=$bdir/src/transport/uct
+moddir=$bdir/src/uct
 echo "# gdx built against A: $(tr '\n' ' ' < "$moddir/libuct_gdx.ucx")"
 fail=0
 for v in A D B C; do

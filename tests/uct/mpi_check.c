@@ -1,10 +1,14 @@
 /* Two-rank Open MPI check of gdx under pml ucx / osc ucx (run through tools/gdx-run mpirun ...):
- *   1. blocking Send/Recv ping-pong for sizes 1 B .. 4 MiB (odd sizes and powers of two), each direction checked
- *      byte for byte and by checksum against a pattern that depends on size, iteration and sender;
+ *   1. blocking Send/Recv ping-pong for sizes 1 B .. 4 MiB (odd sizes and powers of two; up to MAX with a second
+ *      argument, e.g. 268435456), each direction checked byte for byte and by checksum against a pattern that
+ *      depends on size, iteration and sender;
  *   2. a window of non-blocking Isend/Irecv in flight at once (back-pressure, pending queues);
  *   3. Allreduce (sum) of int64 vectors of several lengths, checked against the closed form;
  *   4. one-sided: MPI_Put and MPI_Get on a window (fence epochs), checked byte for byte.
- * Prints "rank R: checks=N errors=E" and exits non-zero when E > 0. Every wait is bounded by alarm(). */
+ * Prints "rank R: checks=N errors=E" and exits non-zero when E > 0. Every wait is bounded by alarm().
+ *   mpi_check [SECONDS [MAX]] */
+#include "checksum.h"
+
 #include <mpi.h>
 
 #include <inttypes.h>
@@ -15,12 +19,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_SIZE    (4u << 20)
+#define MAX_SIZE    (4u << 20) /* the ping-pong's largest size unless a larger MAX is given */
 #define WINDOW      16
 #define WINDOW_SIZE (64u << 10)
 
 static int g_rank;
 static long g_checks, g_errors;
+static size_t g_max = MAX_SIZE;
 
 static void on_alarm(int sig)
 {
@@ -39,16 +44,6 @@ static void fill(uint8_t *buf, size_t len, uint64_t seed)
         x ^= x << 13; x ^= x >> 7; x ^= x << 17;
         buf[i] = (uint8_t)x;
     }
-}
-
-static uint64_t checksum(const uint8_t *buf, size_t len)
-{
-    uint64_t a = 1, b = 0; /* Fletcher-style over 64-bit sums: order-sensitive */
-    for (size_t i = 0; i < len; ++i) {
-        a += buf[i];
-        b += a;
-    }
-    return (b << 32) ^ a;
 }
 
 static void check(int ok, const char *what, size_t size, int iter)
@@ -76,12 +71,13 @@ static uint64_t seed_of(size_t size, int iter, int sender)
 static void pingpong(uint8_t *sbuf, uint8_t *rbuf, uint8_t *tmp)
 {
     static const size_t sizes[] = {1, 2, 3, 7, 8, 63, 64, 255, 1000, 4095, 4096, 8191, 8192, 8193, 65535, 65536,
-                                   100000, 262144, 524287, 1048576, 2097153, MAX_SIZE};
+                                   100000, 262144, 524287, 1048576, 2097153, MAX_SIZE, 16777259, 67108879,
+                                   268435399};
     const int peer = 1 - g_rank;
 
-    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); ++s) {
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]) && sizes[s] <= g_max; ++s) {
         size_t len = sizes[s];
-        for (int iter = 0; iter < 3; ++iter) {
+        for (int iter = 0; iter < (len > MAX_SIZE ? 1 : 3); ++iter) {
             uint64_t sum;
             MPI_Status st;
             int count;
@@ -216,6 +212,13 @@ int main(int argc, char **argv)
     unsigned timeout = (argc > 1) ? (unsigned)strtoul(argv[1], NULL, 10) : 300;
     int nranks;
 
+    if (argc > 2) {
+        g_max = strtoull(argv[2], NULL, 0);
+        if (g_max < MAX_SIZE || g_max > (1ull << 30)) {
+            fprintf(stderr, "mpi_check: MAX must be 4 MiB .. 1 GiB (bytes), not '%s'\n", argv[2]);
+            return 2;
+        }
+    }
     signal(SIGALRM, on_alarm);
     alarm(timeout);
     MPI_Init(&argc, &argv);
@@ -228,9 +231,10 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    uint8_t *sbuf = malloc((size_t)WINDOW * WINDOW_SIZE > MAX_SIZE ? (size_t)WINDOW * WINDOW_SIZE : MAX_SIZE);
-    uint8_t *rbuf = malloc((size_t)WINDOW * WINDOW_SIZE > MAX_SIZE ? (size_t)WINDOW * WINDOW_SIZE : MAX_SIZE);
-    uint8_t *tmp  = malloc(MAX_SIZE);
+    const size_t bufsize = (size_t)WINDOW * WINDOW_SIZE > g_max ? (size_t)WINDOW * WINDOW_SIZE : g_max;
+    uint8_t *sbuf = malloc(bufsize);
+    uint8_t *rbuf = malloc(bufsize);
+    uint8_t *tmp  = malloc(bufsize);
     if (sbuf == NULL || rbuf == NULL || tmp == NULL) {
         fprintf(stderr, "rank %d: out of memory\n", g_rank);
         MPI_Abort(MPI_COMM_WORLD, 4);

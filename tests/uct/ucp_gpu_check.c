@@ -1,37 +1,37 @@
-/* UCP check of CUDA device buffers between two processes over gdx (run both under tools/gdx-run):
+/* UCP check of CUDA device buffers (or, with -m host, host buffers) between two processes over gdx (run both
+ * under tools/gdx-run):
  *
- *   server:  gdx-run ucp_gpu_check [-r] [-p PORT] [-d GPU] [-t SECONDS]
- *   client:  gdx-run ucp_gpu_check [-r] [-p PORT] [-d GPU] [-t SECONDS] SERVER_HOST
- *   probe:   ucp_gpu_check -c        (exit 0 when a GPU can be used, 77 with the reason when not)
+ *   server:  gdx-run ucp_gpu_check [-m cuda|host] [-S MAX] [-r] [-p PORT] [-d GPU] [-t SECONDS]
+ *   client:  gdx-run ucp_gpu_check [-m cuda|host] [-S MAX] [-r] [-p PORT] [-d GPU] [-t SECONDS] SERVER_HOST
+ *   probe:   ucp_gpu_check [-m ...] -c   (exit 0 when the memory can be used, 77 with the reason when not)
  *
- * For sizes 1 B .. 16 MiB: tag send/recv between device buffers (once with the memory type given to UCP, once
- * left to UCP's detection, i.e. gdx's memory domain); with -r also ucp_put_nbx and ucp_get_nbx between device
- * buffers (not by default: UCP 1.13's basic RMA protocol memcpy's from the source, which faults on CUDA memory).
- * Every transfer is compared byte for byte (device -> host copy) against a pattern that depends on size and
- * direction. Prints one line per check, "ucp_gpu_check: PASS" or "FAIL (n errors)".
+ * For sizes 1 B .. MAX (default 16 MiB; odd sizes, then MAX itself): tag send/recv between buffers of the kind (once
+ * with the memory type given to UCP, once left to UCP's detection, i.e. gdx's memory domain); with -r also
+ * ucp_put_nbx and ucp_get_nbx (not by default: UCP 1.13's basic RMA protocol memcpy's from the source, which
+ * faults on CUDA memory). Host memory is what the CPU tests send through the staging engine with the direct path
+ * denied by GDX_FAULT_P2P_EVERY (tests/uct/test_ucp_xfer.sh). Every transfer is compared byte for byte (for CUDA
+ * after a device -> host copy) against a pattern that depends on size and direction. Prints one line per check,
+ * "ucp_gpu_check: PASS" or "FAIL (n errors)".
  * Exit: 0 pass, 1 fail, 2 usage or setup error, 3 timeout, 77 skipped (no CUDA driver or no GPU).
  * The CUDA driver is opened at run time (dlopen libcuda.so.1): nothing links CUDA, so the binary builds and
  * skips cleanly on machines without one. */
+#define PROG "ucp_gpu_check"
 #include "gpu_check.h"
+#include "ucp_pair.h"
 
-#include <ucp/api/ucp.h>
-
-#include <arpa/inet.h>
-#include <dlfcn.h>
-#include <errno.h>
-#include <netdb.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define SKIP 77
 
+static ucp_pair_t g_pair;
 static ucp_worker_h g_worker;
-static int g_errors, g_checks, g_rma;
+static int g_errors, g_checks, g_rma, g_host;
+static size_t g_max = 16u << 20;
 
 static void on_alarm(int sig)
 {
@@ -43,48 +43,77 @@ static void on_alarm(int sig)
     _exit(3);
 }
 
-#define DIE(code, ...) do { fprintf(stderr, "ucp_gpu_check: " __VA_ARGS__); fputc('\n', stderr); exit(code); } while (0)
 #define CU(call) do { CUresult r_ = (call); if (r_ != 0) DIE(2, "%s failed: CUresult %d", #call, r_); } while (0)
-#define UCS(call) do { ucs_status_t s_ = (call); if (s_ != UCS_OK) DIE(2, "%s failed: %s", #call, ucs_status_string(s_)); } while (0)
 
-#define upload(d, h, len) CU(cuda_upload(d, h, len))
+/* Buffers of the kind under test: CUDA device memory, or (-m host) plain malloc'd memory. */
+static CUdeviceptr buf_alloc(size_t len)
+{
+    CUdeviceptr d;
+    void *p;
+    if (g_host) {
+        if ((p = malloc(len)) == NULL) {
+            DIE(2, "out of host memory for %zu bytes", len);
+        }
+        return (CUdeviceptr)(uintptr_t)p;
+    }
+    CU(cu.cuMemAlloc(&d, len));
+    return d;
+}
+
+static void buf_free(CUdeviceptr d)
+{
+    if (g_host) {
+        free((void*)(uintptr_t)d);
+    } else {
+        CU(cu.cuMemFree(d));
+    }
+}
+
+static void upload(CUdeviceptr d, const void *h, size_t len)
+{
+    if (g_host) {
+        memcpy((void*)(uintptr_t)d, h, len);
+    } else {
+        CU(cuda_upload(d, h, len));
+    }
+}
 
 static ucs_status_t wait_req(void *req)
 {
-    ucs_status_t st;
-    if (req == NULL) {
-        return UCS_OK;
-    }
-    if (UCS_PTR_IS_ERR(req)) {
-        return UCS_PTR_STATUS(req);
-    }
-    while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
-        ucp_worker_progress(g_worker);
-    }
-    ucp_request_free(req);
-    return st;
+    return ucp_pair_wait(&g_pair, req);
 }
 
-static ucp_request_param_t param(int cuda)
+/* hint: tell UCP the memory type of the buffer (else UCP detects it through the MDs). */
+static ucp_request_param_t param(int hint)
 {
     ucp_request_param_t p;
     memset(&p, 0, sizeof(p));
-    if (cuda) {
+    if (hint) {
         p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-        p.memory_type  = UCS_MEMORY_TYPE_CUDA;
+        p.memory_type  = g_host ? UCS_MEMORY_TYPE_HOST : UCS_MEMORY_TYPE_CUDA;
     }
+    return p;
+}
+
+/* Host-side messages of the check itself (acknowledgements, the rkey): always host memory, told so. */
+static ucp_request_param_t host_param(void)
+{
+    ucp_request_param_t p;
+    memset(&p, 0, sizeof(p));
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    p.memory_type  = UCS_MEMORY_TYPE_HOST;
     return p;
 }
 
 static ucs_status_t send_host(ucp_ep_h ep, const void *buf, size_t len, ucp_tag_t tag)
 {
-    ucp_request_param_t p = param(0);
+    ucp_request_param_t p = host_param();
     return wait_req(ucp_tag_send_nbx(ep, buf, len, tag, &p));
 }
 
 static ucs_status_t recv_host(void *buf, size_t len, ucp_tag_t tag)
 {
-    ucp_request_param_t p = param(0);
+    ucp_request_param_t p = host_param();
     return wait_req(ucp_tag_recv_nbx(g_worker, buf, len, tag, (ucp_tag_t)-1, &p));
 }
 
@@ -99,18 +128,23 @@ static void report(const char *what, size_t len, ucs_status_t st, int same)
     fflush(stdout);
 }
 
-/* Compares `len` bytes of device memory with the pattern of seed. */
+/* Compares `len` bytes of the buffer with the pattern of seed. */
 static int device_equals(CUdeviceptr d, size_t len, uint64_t seed, uint8_t *h1, uint8_t *h2)
 {
-    CU(cu.cuMemcpyDtoH(h1, d, len));
+    if (g_host) {
+        memcpy(h1, (void*)(uintptr_t)d, len);
+    } else {
+        CU(cu.cuMemcpyDtoH(h1, d, len));
+    }
     pattern(h2, len, seed);
     return memcmp(h1, h2, len) == 0;
 }
 
 static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
 {
-    static const size_t sizes[] = {1, 8, 4096, 65536, 1u << 20, 16u << 20};
-    const size_t max = 16u << 20;
+    size_t sizes[16];
+    const size_t nsizes = sizes_upto(g_max, sizes);
+    const size_t max = g_max;
     uint8_t *h1 = malloc(max), *h2 = malloc(max);
     CUdeviceptr dsend, drecv;
     ucs_status_t st;
@@ -118,9 +152,9 @@ static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
     if (h1 == NULL || h2 == NULL) {
         DIE(2, "out of host memory");
     }
-    CU(cu.cuMemAlloc(&dsend, max));
-    CU(cu.cuMemAlloc(&drecv, max));
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+    dsend = buf_alloc(max);
+    drecv = buf_alloc(max);
+    for (size_t i = 0; i < nsizes; ++i) {
         size_t len = sizes[i];
         for (int hint = 1; hint >= 0; --hint) {
             const char *what = hint ? "tag (memory type given)" : "tag (memory type detected)";
@@ -149,9 +183,9 @@ static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
     if (!g_rma) {
         /* UCP 1.13's basic RMA protocol packs puts with memcpy from the source buffer (rma_basic.c): a CUDA
          * source faults. Run with -r once gdx offers RMA lanes UCP drives with zcopy for CUDA memory. */
-        printf("rma (ucp_put_nbx/ucp_get_nbx) on CUDA memory: not run (-r runs it)\n");
-        CU(cu.cuMemFree(dsend));
-        CU(cu.cuMemFree(drecv));
+        printf("rma (ucp_put_nbx/ucp_get_nbx) on %s memory: not run (-r runs it)\n", g_host ? "host" : "CUDA");
+        buf_free(dsend);
+        buf_free(drecv);
         free(h1);
         free(h2);
         return;
@@ -160,7 +194,7 @@ static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
     ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
                                              UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE,
                                .address = (void*)(uintptr_t)(server ? drecv : dsend), .length = max,
-                               .memory_type = UCS_MEMORY_TYPE_CUDA};
+                               .memory_type = g_host ? UCS_MEMORY_TYPE_HOST : UCS_MEMORY_TYPE_CUDA};
     ucp_mem_h memh;
     UCS(ucp_mem_map(ctx, &mp, &memh));
     if (server) {
@@ -172,7 +206,7 @@ static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
         UCS(send_host(ep, msg, sizeof(msg), 2));
         UCS(send_host(ep, rkey_buf, rkey_len, 3));
         ucp_rkey_buffer_release(rkey_buf);
-        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        for (size_t i = 0; i < nsizes; ++i) {
             size_t len = sizes[i];
             int done = 0, same;
             pattern(h1, max, 0); /* poison, then wait for the client's put */
@@ -196,7 +230,7 @@ static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
         }
         UCS(recv_host(rkey_buf, msg[1], 3));
         UCS(ucp_ep_rkey_unpack(ep, rkey_buf, &rkey));
-        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        for (size_t i = 0; i < nsizes; ++i) {
             size_t len = sizes[i];
             ucp_request_param_t p = param(1);
             int go = 0, ok = 0;
@@ -222,56 +256,10 @@ static void run(ucp_context_h ctx, ucp_ep_h ep, int server)
         ucp_rkey_destroy(rkey);
     }
     UCS(ucp_mem_unmap(ctx, memh));
-    CU(cu.cuMemFree(dsend));
-    CU(cu.cuMemFree(drecv));
+    buf_free(dsend);
+    buf_free(drecv);
     free(h1);
     free(h2);
-}
-
-/* Exchanges worker addresses over one TCP connection (the server listens). */
-static int oob_connect(const char *host, int port)
-{
-    int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0), conn;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (fd < 0) {
-        DIE(2, "socket: %s", strerror(errno));
-    }
-    if (host == NULL) {
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        sa.sin_addr.s_addr = htonl(INADDR_ANY);
-        if (bind(fd, (struct sockaddr*)&sa, sizeof(sa)) != 0 || listen(fd, 1) != 0) {
-            DIE(2, "bind/listen on port %d: %s", port, strerror(errno));
-        }
-        conn = accept(fd, NULL, NULL);
-        if (conn < 0) {
-            DIE(2, "accept: %s", strerror(errno));
-        }
-        close(fd);
-        return conn;
-    }
-    struct hostent *he = gethostbyname(host);
-    if (he == NULL) {
-        DIE(2, "cannot resolve %s", host);
-    }
-    memcpy(&sa.sin_addr, he->h_addr_list[0], sizeof(sa.sin_addr));
-    for (int tries = 0; connect(fd, (struct sockaddr*)&sa, sizeof(sa)) != 0; ++tries) {
-        if (tries == 100) {
-            DIE(2, "connect to %s:%d: %s", host, port, strerror(errno));
-        }
-        usleep(100000);
-    }
-    return fd;
-}
-
-static void xfer(int fd, void *buf, size_t len, int out)
-{
-    for (size_t done = 0; done < len;) {
-        ssize_t n = out ? write(fd, (char*)buf + done, len - done) : read(fd, (char*)buf + done, len - done);
-        if (n <= 0) {
-            DIE(2, "out-of-band %s failed: %s", out ? "write" : "read", n == 0 ? "peer closed" : strerror(errno));
-        }
-        done += (size_t)n;
-    }
 }
 
 int main(int argc, char **argv)
@@ -280,66 +268,49 @@ int main(int argc, char **argv)
     const char *peer_host;
     char why[256];
 
-    while ((opt = getopt(argc, argv, "p:d:t:cr")) != -1) {
+    while ((opt = getopt(argc, argv, "p:d:t:m:S:cr")) != -1) {
         switch (opt) {
         case 'c': probe = 1; break;
         case 'r': g_rma = 1; break;
+        case 'm':
+            if (strcmp(optarg, "host") != 0 && strcmp(optarg, "cuda") != 0) {
+                DIE(2, "-m takes host or cuda, not '%s'", optarg);
+            }
+            g_host = strcmp(optarg, "host") == 0;
+            break;
+        case 'S':
+            g_max = strtoull(optarg, NULL, 0);
+            if (g_max == 0 || g_max > (1ull << 31)) {
+                DIE(2, "-S takes a size of 1 .. 2 GiB in bytes, not '%s'", optarg);
+            }
+            break;
         case 'p': port = atoi(optarg); break;
         case 'd': gpu = atoi(optarg); break;
         case 't': timeout = atoi(optarg); break;
-        default: DIE(2, "usage: ucp_gpu_check [-c] [-r] [-p port] [-d gpu] [-t seconds] [server_host]");
+        default: DIE(2, "usage: ucp_gpu_check [-c] [-r] [-m cuda|host] [-S max] [-p port] [-d gpu] [-t seconds] "
+                        "[server_host]");
         }
     }
     peer_host = (optind < argc) ? argv[optind] : NULL;
     signal(SIGALRM, on_alarm);
     alarm((unsigned)timeout);
-    if (!cuda_open(gpu, why, sizeof(why))) {
+    if (!g_host && !cuda_open(gpu, why, sizeof(why))) {
         printf("ucp_gpu_check: SKIP: %s\n", why);
         return SKIP;
     }
     if (probe) {
-        printf("ucp_gpu_check: GPU %d usable\n", gpu);
+        if (g_host) {
+            printf("ucp_gpu_check: host memory\n");
+        } else {
+            printf("ucp_gpu_check: GPU %d usable\n", gpu);
+        }
         return 0;
     }
 
-    ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG | UCP_FEATURE_RMA};
-    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-                              .thread_mode = UCS_THREAD_MODE_SINGLE};
-    ucp_context_h ctx;
-    ucp_address_t *addr;
-    size_t addr_len, peer_len;
-    UCS(ucp_init(&up, NULL, &ctx));
-    UCS(ucp_worker_create(ctx, &wp, &g_worker));
-    UCS(ucp_worker_get_address(g_worker, &addr, &addr_len));
-
-    int fd = oob_connect(peer_host, port);
-    uint64_t len64 = addr_len;
-    xfer(fd, &len64, sizeof(len64), 1);
-    xfer(fd, addr, addr_len, 1);
-    xfer(fd, &len64, sizeof(len64), 0);
-    peer_len = (size_t)len64;
-    void *peer = malloc(peer_len);
-    if (peer == NULL) {
-        DIE(2, "out of memory");
-    }
-    xfer(fd, peer, peer_len, 0);
-    ucp_ep_params_t ep_params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS, .address = peer};
-    ucp_ep_h ep;
-    UCS(ucp_ep_create(g_worker, &ep_params, &ep));
-
-    run(ctx, ep, peer_host == NULL);
-
-    /* Both sides are done before either closes its endpoint. */
-    char byte = 0;
-    xfer(fd, &byte, 1, 1);
-    xfer(fd, &byte, 1, 0);
-    ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
-    wait_req(ucp_ep_close_nbx(ep, &cp));
-    close(fd);
-    free(peer);
-    ucp_worker_release_address(g_worker, addr);
-    ucp_worker_destroy(g_worker);
-    ucp_cleanup(ctx);
+    ucp_pair_open(&g_pair, UCP_FEATURE_TAG | UCP_FEATURE_RMA, peer_host, port);
+    g_worker = g_pair.worker;
+    run(g_pair.ctx, g_pair.ep, peer_host == NULL);
+    ucp_pair_close(&g_pair, 1); /* both sides are done before either closes its endpoint */
     if (g_errors == 0) {
         printf("ucp_gpu_check: PASS (%d checks)\n", g_checks);
         return 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The uct.* test set (ucx_info, ucx_perftest UCT and UCP rows, the Open MPI checksum test) against UCX releases
-# other than the host's Debian 12 UCX 1.13.1, from the one glue source (src/transport/uct/uct_gdx_compat.h):
+# other than the host's Debian 12 UCX 1.13.1, from the one glue source (src/uct/uct_gdx_compat.h):
 #
 #   ucx-matrix.sh 1.22 WORK   UCX 1.22.0 built from the shared upstream release sources (../shared/ucx-src/ or
 #                             $GDX_UCX_SRC_TARBALLS) into WORK/ucx-1.22.0-install; gdx built against it here; the
@@ -40,7 +40,7 @@ unpack() {  # unpack VERSION -> WORK/ucx-VERSION (the release tree)
 
 # Everything the uct.* set runs, the install set included (uct.deb_install packs it).
 targets=(uct_gdx uct_gdx_loader uct_gdx_fakever uct_gdx_fakecfg gdx_ucx_probe uct_loopback_check
-         uct_loopback_check_linked ucp_gpu_check uct_mpi_check gdx gdx_info gdx_perftest)
+         uct_loopback_check_linked ucp_gpu_check ucp_fail_check uct_mpi_check gdx gdx_info gdx_perftest)
 
 case "$which" in
 1.22)
@@ -66,7 +66,7 @@ case "$which" in
   cmake --build "$root/build-ucx1.22" -j "$jobs" --target "${targets[@]}" > "$work/build-1.22.log" 2>&1 ||
     { tail -40 "$work/build-1.22.log"; die "build failed"; }
   step "the bar: ucx_info -d lists the gdx transports with UCX_PLUGIN_PATH only (no LD_PRELOAD, no wrapper)"
-  out=$(env -u LD_PRELOAD UCX_PLUGIN_PATH="$root/build-ucx1.22/src/transport/uct" timeout 60 ucx_info -d)
+  out=$(env -u LD_PRELOAD UCX_PLUGIN_PATH="$root/build-ucx1.22/src/uct" timeout 60 ucx_info -d)
   grep -E "Transport: gdx_(shm|tcp|aux)$" <<<"$out" || die "ucx_info -d lists no gdx transport via UCX_PLUGIN_PATH"
   step "uct.* (cpu) on UCX $v"
   set +e

@@ -4,7 +4,7 @@
 #include "fallback/config_vars.h"
 #include "gdx/gdx.h"
 #include "transport/config_vars.h"
-#include "transport/topo/config_vars.h"
+#include "topo/config_vars.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,6 @@
 #include "transport/cuda_ipc/ipc_cache.h"
 
-#if GDX_HAVE_CUDA_H
 #include "core/error.h"
-#include "memtype/cuda_driver.h"
 #include "memtype/memory_ops.h"
 
 #include <algorithm>
@@ -16,10 +14,7 @@ namespace {
 constexpr const char *kComp = "cuda_ipc";
 constexpr size_t kMaxRevoked = 4096;
 
-gdx_status_t drv_fail(CUresult r, const char *what, const Mapping &m) {
-    return GDX_FAIL(GDX_ERR_DRIVER, kComp, "%s (exporter %016" PRIx64 ", buffer %" PRIu64 ", %" PRIu64 " bytes): %s",
-                    what, m.exporter, m.buffer_id, m.alloc_size, cuda::error_text(r).c_str());
-}
+const mem::Ops &gpu() { return mem::ops(mem::MemKind::Cuda); }
 
 bool overlaps(const Mapping &m, uint64_t base, uint64_t size) {
     return m.alloc_base < base + size && base < m.alloc_base + m.alloc_size;
@@ -28,11 +23,7 @@ bool overlaps(const Mapping &m, uint64_t base, uint64_t size) {
 
 ImportCache::~ImportCache() {
     for (auto &e : map_) close(*e.second);
-    const cuda::DriverApi *api = cuda::driver();
-    if (api && api->cuMemPoolDestroy) {
-        cuda::DeviceScope scope(device_);
-        for (auto &p : pools_) api->cuMemPoolDestroy(p.second);
-    }
+    for (auto &p : pools_) gpu().ipc_release_pool(p.second, device_);
 }
 
 bool ImportCache::waiting() const {
@@ -41,74 +32,39 @@ bool ImportCache::waiting() const {
     return false;
 }
 
-gdx_status_t ImportCache::open_legacy(Mapping &m) {
-    const cuda::DriverApi *api = cuda::driver();
-    CUipcMemHandle h;
-    std::memcpy(&h, m.handle, sizeof(h));
-    CUdeviceptr p = 0;
-    CUresult r = api->cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-    if (r != CUDA_SUCCESS) return drv_fail(r, "cuIpcOpenMemHandle", m);
-    m.ptr = reinterpret_cast<uint8_t *>(p);
+gdx_status_t ImportCache::open(Mapping &m, int fd, void *pool) {
+    mem::IpcHandle h;
+    h.kind = ipc_kind(m.kind);
+    std::memcpy(h.bytes, m.handle, kHandleSize);
+    h.pool_id = m.pool_id;
+    mem::IpcMapping mapped;
+    if (gdx_status_t st = gpu().ipc_import(h, m.alloc_size, fd, pool, device_, &mapped); st != GDX_OK)
+        return GDX_FAIL(st, kComp, "importing buffer %" PRIu64 " of exporter %016" PRIx64 " (%s, %" PRIu64 " bytes): %s",
+                        m.buffer_id, m.exporter, export_kind_name(m.kind), m.alloc_size, last_error().c_str());
+    m.ptr = mapped.ptr; // the ops table told the memtype layer (note_ipc_import)
     return GDX_OK;
 }
 
-gdx_status_t ImportCache::open_vmm(Mapping &m, int fd) {
-    const cuda::DriverApi *api = cuda::driver();
-    if (!api->cuMemImportFromShareableHandle || !api->cuMemMap)
-        return GDX_FAIL(GDX_ERR_UNSUPPORTED, kComp, "driver has no VMM import entry points");
-    CUmemGenericAllocationHandle h;
-    CUresult r = api->cuMemImportFromShareableHandle(&h, reinterpret_cast<void *>(static_cast<intptr_t>(fd)),
-                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-    if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemImportFromShareableHandle", m);
-    CUdeviceptr p = 0;
-    r = api->cuMemAddressReserve(&p, m.alloc_size, 0, 0, 0);
-    if (r == CUDA_SUCCESS) {
-        r = api->cuMemMap(p, m.alloc_size, 0, h, 0);
-        if (r == CUDA_SUCCESS) {
-            CUmemAccessDesc acc{};
-            acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-            acc.location.id = device_;
-            acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-            r = api->cuMemSetAccess(p, m.alloc_size, &acc, 1);
-            if (r != CUDA_SUCCESS) api->cuMemUnmap(p, m.alloc_size);
-        }
-        if (r != CUDA_SUCCESS) api->cuMemAddressFree(p, m.alloc_size);
+gdx_status_t ImportCache::pool_for(Mapping &m, int fd, void **pool) {
+    Key pk{m.exporter, m.pool_id};
+    auto it = pools_.find(pk);
+    if (it == pools_.end()) {
+        void *p = nullptr;
+        if (gdx_status_t st = gpu().ipc_import_pool(fd, device_, &p); st != GDX_OK)
+            return GDX_FAIL(st, kComp, "importing the memory pool of exporter %016" PRIx64 " (for buffer %" PRIu64
+                            "): %s", m.exporter, m.buffer_id, last_error().c_str());
+        it = pools_.emplace(pk, p).first;
     }
-    api->cuMemRelease(h); // the mapping holds its own reference
-    if (r != CUDA_SUCCESS) return drv_fail(r, "mapping an imported VMM allocation (reserve/map/set access)", m);
-    m.ptr = reinterpret_cast<uint8_t *>(p);
-    return GDX_OK;
-}
-
-gdx_status_t ImportCache::open_pool_ptr(Mapping &m, CUmemoryPool pool) {
-    const cuda::DriverApi *api = cuda::driver();
-    CUmemPoolPtrExportData d;
-    std::memcpy(&d, m.handle, sizeof(d));
-    CUdeviceptr p = 0;
-    CUresult r = api->cuMemPoolImportPointer(&p, pool, &d);
-    if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemPoolImportPointer", m);
-    m.ptr = reinterpret_cast<uint8_t *>(p);
+    *pool = it->second;
     return GDX_OK;
 }
 
 void ImportCache::close(Mapping &m) {
     if (m.ptr == nullptr) return;
-    const cuda::DriverApi *api = cuda::driver();
-    cuda::DeviceScope scope(device_);
-    CUdeviceptr p = reinterpret_cast<CUdeviceptr>(m.ptr);
-    CUresult r = CUDA_SUCCESS;
-    if (m.kind == ExportKind::Legacy) {
-        r = api->cuIpcCloseMemHandle(p);
-    } else if (m.kind == ExportKind::Vmm) {
-        r = api->cuMemUnmap(p, m.alloc_size);
-        if (r == CUDA_SUCCESS) r = api->cuMemAddressFree(p, m.alloc_size);
-    } else if (m.kind == ExportKind::Pool) {
-        r = api->cuMemFree(p); // releases this process's import of the pool allocation
-    }
-    if (r != CUDA_SUCCESS)
+    mem::IpcMapping mapped{ipc_kind(m.kind), m.ptr, m.alloc_size, device_};
+    if (gpu().ipc_close(&mapped) != GDX_OK) // the memtype layer was told either way (note_ipc_close)
         GDX_WARN(kComp, "closing the mapping of buffer %" PRIu64 " from %016" PRIx64 ": %s", m.buffer_id, m.exporter,
-                 cuda::error_text(r).c_str());
-    mem::note_ipc_close(m.ptr);
+                 last_error().c_str());
     m.ptr = nullptr;
 }
 
@@ -160,12 +116,11 @@ gdx_status_t ImportCache::acquire(const PackedKey &k, Mapping **out, bool *need_
     m->epoch = k.epoch;
     std::memcpy(m->handle, k.handle, kHandleSize);
     m->last_use = ++clock_;
-    cuda::DeviceScope scope(device_);
     gdx_status_t st = GDX_ERR_NO_RESOURCE;
     if (k.kind == ExportKind::Legacy) {
-        st = open_legacy(*m);
+        st = open(*m, -1, nullptr);
     } else if (k.kind == ExportKind::Pool && pools_.count({k.exporter_nonce, k.pool_id})) {
-        st = open_pool_ptr(*m, pools_[{k.exporter_nonce, k.pool_id}]);
+        st = open(*m, -1, pools_[{k.exporter_nonce, k.pool_id}]);
     } else if (k.kind == ExportKind::Vmm || k.kind == ExportKind::Pool) {
         *need_fd = true; // the descriptor comes from the exporter over the control socket
     } else {
@@ -174,7 +129,6 @@ gdx_status_t ImportCache::acquire(const PackedKey &k, Mapping **out, bool *need_
     }
     if (st == GDX_OK) {
         m->state = Mapping::State::Ready;
-        mem::note_ipc_import(m->ptr, m->alloc_size, device_);
     } else if (st != GDX_ERR_NO_RESOURCE) {
         m->state = Mapping::State::Failed;
         m->error = st;
@@ -186,38 +140,20 @@ gdx_status_t ImportCache::acquire(const PackedKey &k, Mapping **out, bool *need_
 }
 
 void ImportCache::on_fd(uint64_t exporter, uint64_t token, gdx_status_t status, int fd) {
-    const cuda::DriverApi *api = cuda::driver();
-    cuda::DeviceScope scope(device_);
     for (auto &e : map_) {
         Mapping &m = *e.second;
         if (m.exporter != exporter || m.token != token || m.state != Mapping::State::WaitFd) continue;
         gdx_status_t st = status;
         if (st == GDX_OK && fd < 0) st = GDX_ERR_PROTOCOL;
         if (st == GDX_OK && m.kind == ExportKind::Vmm) {
-            st = open_vmm(m, fd);
+            st = open(m, fd, nullptr);
         } else if (st == GDX_OK && m.kind == ExportKind::Pool) {
-            Key pk{exporter, m.pool_id};
-            if (!pools_.count(pk)) {
-                CUmemoryPool pool = nullptr;
-                CUresult r = api->cuMemPoolImportFromShareableHandle(
-                    &pool, reinterpret_cast<void *>(static_cast<intptr_t>(fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                    0);
-                if (r == CUDA_SUCCESS) {
-                    CUmemAccessDesc acc{};
-                    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-                    acc.location.id = device_;
-                    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-                    r = api->cuMemPoolSetAccess(pool, &acc, 1);
-                    if (r != CUDA_SUCCESS) api->cuMemPoolDestroy(pool);
-                }
-                if (r != CUDA_SUCCESS) st = drv_fail(r, "importing the exporter's memory pool", m);
-                else pools_[pk] = pool;
-            }
-            if (st == GDX_OK) st = open_pool_ptr(m, pools_[pk]);
+            void *pool = nullptr;
+            st = pool_for(m, fd, &pool);
+            if (st == GDX_OK) st = open(m, -1, pool);
         }
         if (st == GDX_OK) {
             m.state = Mapping::State::Ready;
-            mem::note_ipc_import(m.ptr, m.alloc_size, device_);
         } else {
             m.state = Mapping::State::Failed;
             m.error = st;
@@ -251,7 +187,6 @@ void ImportCache::exporter_gone(uint64_t exporter) {
             m.error = GDX_ERR_CONNECTION_RESET;
         }
     }
-    const cuda::DriverApi *api = cuda::driver();
     for (auto it = pools_.begin(); it != pools_.end();) {
         if (it->first.first == exporter) {
             bool used = false;
@@ -260,8 +195,7 @@ void ImportCache::exporter_gone(uint64_t exporter) {
                 ++it;
                 continue; // destroyed with the cache; its pointers are closed first
             }
-            cuda::DeviceScope scope(device_);
-            api->cuMemPoolDestroy(it->second);
+            gpu().ipc_release_pool(it->second, device_);
             it = pools_.erase(it);
         } else {
             ++it;
@@ -294,4 +228,3 @@ void ImportCache::collect() {
 }
 
 } // namespace gdx::tp::cuda_ipc
-#endif

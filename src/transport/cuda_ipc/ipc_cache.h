@@ -3,12 +3,13 @@
 // new allocation never hits an old mapping; the old one is closed (once no copy uses it) as soon as a key shows
 // that its range was reused, when the exporter revokes it, when the exporter goes away, or when the cache is
 // over capacity (least recently used first). Nothing is ever opened twice, so no "already mapped" errors.
+//
+// The driver work (open, map, close) is the memory ops table's (memory_ops.h: ipc_import, ipc_close, pool imports);
+// what is here is the policy: which mapping a key gets, when it is closed, which keys are refused.
 #pragma once
 
-#if GDX_HAVE_CUDA_H
 #include "transport/cuda_ipc/ipc_key.h"
 
-#include <cuda.h>
 #include <deque>
 #include <map>
 #include <memory>
@@ -58,9 +59,10 @@ class ImportCache {
 
   private:
     using Key = std::pair<uint64_t, uint64_t>;
-    gdx_status_t open_legacy(Mapping &m);
-    gdx_status_t open_vmm(Mapping &m, int fd);
-    gdx_status_t open_pool_ptr(Mapping &m, CUmemoryPool pool);
+    // Maps m through the ops table (fd: VMM; pool: an imported pool) and marks it Ready or Failed.
+    gdx_status_t open(Mapping &m, int fd, void *pool);
+    // The exporter's pool for m, imported from `fd` on first use (one import per exporter and pool).
+    gdx_status_t pool_for(Mapping &m, int fd, void **pool);
     void close(Mapping &m);
     // True when nothing overlapping stands in the way: older mappings of the range are closed (or closing); false
     // when one is still in use, or when the key itself is older than the mapping there (stale: wait for REVOKE).
@@ -70,11 +72,10 @@ class ImportCache {
     size_t capacity_;
     uint64_t clock_ = 0;
     std::map<Key, std::unique_ptr<Mapping>> map_;
-    std::map<Key, CUmemoryPool> pools_; // (exporter, pool id) -> imported pool
+    std::map<Key, void *> pools_; // (exporter, pool id) -> imported pool (the ops table's handle)
     using RevokedKey = std::tuple<uint64_t, uint64_t, uint64_t>; // exporter, buffer id, epoch
     std::set<RevokedKey> revoked_;
     std::deque<RevokedKey> revoked_order_; // bounded memory of revocations
 };
 
 } // namespace gdx::tp::cuda_ipc
-#endif

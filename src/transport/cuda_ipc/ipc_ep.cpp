@@ -2,9 +2,8 @@
 // after the copies issued before them, descriptor requests and revocations over the channel.
 #include "transport/cuda_ipc/ipc_internal.h"
 
-#if GDX_HAVE_CUDA_H
 #include "core/error.h"
-#include "memtype/cuda_driver.h"
+#include "transport/ep_checks.h"
 #include "transport/wire.h"
 
 #include <cinttypes>
@@ -20,7 +19,9 @@ constexpr size_t kMaxDeferred = 256;           // AMs waiting behind copies
 constexpr size_t kMaxDeferredBytes = 8u << 20; // and their bytes
 } // namespace
 
-CudaIpcEp::CudaIpcEp(CudaIpcIface *iface) : iface_(iface), ch_(&iface->hub(), this, kAddrExtra) {
+CudaIpcEp::CudaIpcEp(CudaIpcIface *iface)
+    : RingAmEndpoint(*iface), iface_(iface), ch_(&iface->hub(), this, kAddrExtra),
+      peer_map_(&ch_, kComp) {
     ops_.resize(kMaxOps);
     for (uint32_t i = kMaxOps; i-- > 0;) free_ops_.push_back(i);
     iface_->add_ep(this);
@@ -54,7 +55,10 @@ gdx_status_t CudaIpcEp::connect(std::span<const uint8_t> remote_address) {
                                                                         kBusIdLen));
     for (char &c : bus) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     peer_dev_ = -1;
-    for (const cuda::DeviceInfo &d : cuda::list_devices())
+    const mem::Ops &gpu = mem::ops(mem::MemKind::Cuda);
+    std::vector<mem::DeviceInfo> gpus;
+    gpu.devices(&gpus);
+    for (const mem::DeviceInfo &d : gpus)
         if (d.pci_bus_id == bus) peer_dev_ = d.ordinal;
     p2p_ok_ = false;
     if (iface_->p2p() == Ternary::No) {
@@ -64,7 +68,7 @@ gdx_status_t CudaIpcEp::connect(std::span<const uint8_t> remote_address) {
     } else if (peer_dev_ == iface_->device()) {
         p2p_ok_ = true; // one GPU, two processes: device-local copies
     } else {
-        p2p_ok_ = enable_peer_access(iface_->device(), peer_dev_, &p2p_why_) == GDX_OK;
+        p2p_ok_ = gpu.peer_access(iface_->device(), peer_dev_, &p2p_why_) == GDX_OK;
     }
     if (!p2p_ok_ && iface_->p2p() == Ternary::Yes) {
         st = GDX_FAIL(GDX_ERR_UNREACHABLE, kComp, "GDX_P2P=yes but GPU %d cannot reach the peer's GPU %s: %s",
@@ -136,22 +140,24 @@ gdx_status_t CudaIpcEp::resolve(const PackedKey &k, uint64_t raddr, size_t len, 
 }
 
 gdx_status_t CudaIpcEp::rma(bool put, uint8_t *local, size_t len, uint64_t raddr, const RemoteKey &rkey,
-                            Completion *comp) {
+                            const MemHandle *lmemh, Completion *comp) {
     gdx_status_t st = ready_for_op();
     if (st != GDX_OK) return st;
-    if (!p2p_ok_) {
-        set_last_error("cuda_ipc: no direct path to the peer's GPU: " + p2p_why_);
-        return GDX_ERR_UNREACHABLE;
-    }
     auto *key = dynamic_cast<const IpcRemoteKey *>(&rkey);
     if (key == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "remote key was not unpacked by the cuda_ipc memory domain");
+    const bool shared = key->key().kind == ExportKind::Shared; // host memory: no peer-to-peer path needed
+    if (!p2p_ok_ && !shared) {
+        set_last_error("cuda_ipc: no direct path to the peer's GPU: " + p2p_why_);
+        return GDX_ERR_UNREACHABLE;
+    }
     unsigned need = put ? kAccessRemoteWrite : kAccessRemoteRead;
     if ((key->access() & need) != need)
         return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp, "%s: remote key does not grant remote %s", put ? "put" : "get",
                         put ? "write" : "read");
     if (len == 0) return GDX_OK;
     if (local == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: null local buffer", put ? "put" : "get");
+    if (shared) return shared_rma(put, local, len, raddr, key->key(), lmemh);
     if (free_ops_.empty()) return GDX_ERR_NO_RESOURCE;
     uint8_t *remote = nullptr;
     Mapping *map = nullptr;
@@ -167,14 +173,47 @@ gdx_status_t CudaIpcEp::rma(bool put, uint8_t *local, size_t len, uint64_t raddr
     return GDX_INPROGRESS;
 }
 
-gdx_status_t CudaIpcEp::put(const void *buf, size_t len, const MemHandle *, uint64_t remote_addr,
+gdx_status_t CudaIpcEp::put(const void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr,
                             const RemoteKey &rkey, Completion *comp) {
-    return rma(true, static_cast<uint8_t *>(const_cast<void *>(buf)), len, remote_addr, rkey, comp);
+    return rma(true, static_cast<uint8_t *>(const_cast<void *>(buf)), len, remote_addr, rkey, lmemh, comp);
 }
 
-gdx_status_t CudaIpcEp::get(void *buf, size_t len, const MemHandle *, uint64_t remote_addr, const RemoteKey &rkey,
-                            Completion *comp) {
-    return rma(false, static_cast<uint8_t *>(buf), len, remote_addr, rkey, comp);
+gdx_status_t CudaIpcEp::get(void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr,
+                            const RemoteKey &rkey, Completion *comp) {
+    return rma(false, static_cast<uint8_t *>(buf), len, remote_addr, rkey, lmemh, comp);
+}
+
+// The staging engine's transport path into a peer's bounce slot, where its copy engines could not use the mapped
+// pool directly: one CPU copy through the mapping, complete on return (so an AM after it sees the bytes).
+gdx_status_t CudaIpcEp::shared_rma(bool put, uint8_t *local, size_t len, uint64_t raddr, const PackedKey &k,
+                                   const MemHandle *lmemh) {
+    if (!wire::range_inside(raddr, len, k.reg_base, k.reg_len))
+        return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp,
+                        "[0x%" PRIx64 ", +%zu) is outside the remote key's [0x%" PRIx64 ", +%" PRIu64 ")", raddr, len,
+                        k.reg_base, k.reg_len);
+    if (lmemh != nullptr && !lmemh->info().host_accessible) {
+        set_last_error(std::string("cuda_ipc: a peer's shared segment is copied by the CPU, and the local side is ") +
+                       mem::type_name(lmemh->info().type) + " (stage it)");
+        return GDX_ERR_UNREACHABLE;
+    }
+    uint8_t *base = nullptr;
+    gdx_status_t st = peer_map_.map(k.token, k.reg_base, k.reg_len, &base);
+    if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE; // the peer's answer comes with progress()
+    if (st != GDX_OK) return st;
+    uint8_t *remote = base + (raddr - k.reg_base);
+    std::memcpy(put ? remote : local, put ? local : remote, len);
+    return GDX_OK;
+}
+
+gdx_status_t CudaIpcEp::map_remote(const RemoteKey &rkey, uint8_t **local) {
+    if (local == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "map_remote: null output");
+    if (gdx_status_t st = ch_.status(); st != GDX_OK) return st;
+    const auto *key = dynamic_cast<const IpcRemoteKey *>(&rkey);
+    constexpr unsigned kRW = kAccessRemoteRead | kAccessRemoteWrite;
+    if (key == nullptr || key->key().kind != ExportKind::Shared || (key->access() & kRW) != kRW)
+        return GDX_ERR_UNSUPPORTED; // GPU exports are imported by put/get, not mapped for the CPU
+    const PackedKey &k = key->key();
+    return peer_map_.map(k.token, k.reg_base, k.reg_len, local);
 }
 
 void CudaIpcEp::on_copy_done(uint64_t op_id, gdx_status_t st) {
@@ -220,11 +259,7 @@ bool CudaIpcEp::push_am(uint8_t id, const void *h, size_t hl, const void *p, siz
 
 gdx_status_t CudaIpcEp::am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
                                  const MemHandle *memh, Completion *) {
-    const Capabilities &c = iface_->caps();
-    if (id >= kMaxAmId || header_len > c.max_am_short || header_len + len > c.max_am_zcopy ||
-        (header == nullptr && header_len) || (payload == nullptr && len))
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am id %u: %zu+%zu bytes (limits: id < %u, header %zu, total %zu)",
-                        id, header_len, len, kMaxAmId, c.max_am_short, c.max_am_zcopy);
+    if (gdx_status_t st = check_am_zcopy(*iface_, id, header, header_len, payload, len); st != GDX_OK) return st;
     if (memh != nullptr && len != 0 && !memh->info().host_accessible)
         return GDX_FAIL(GDX_ERR_UNSUPPORTED, kComp, "am_zcopy payload in GPU memory: use put, then an AM");
     gdx_status_t st = ready_for_op();
@@ -241,20 +276,6 @@ gdx_status_t CudaIpcEp::am_zcopy(uint8_t id, const void *header, size_t header_l
     deferred_bytes_ += d.bytes.size();
     deferred_.push_back(std::move(d));
     return GDX_OK;
-}
-
-gdx_status_t CudaIpcEp::am_short(uint8_t id, const void *data, size_t len) {
-    if (len > iface_->caps().max_am_short)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_short of %zu bytes (max %zu)", len,
-                        iface_->caps().max_am_short);
-    return am_zcopy(id, data, len, nullptr, 0, nullptr, nullptr);
-}
-
-gdx_status_t CudaIpcEp::am_bcopy(uint8_t id, const void *data, size_t len) {
-    if (len > iface_->caps().max_am_bcopy)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_bcopy of %zu bytes (max %zu)", len,
-                        iface_->caps().max_am_bcopy);
-    return am_zcopy(id, nullptr, 0, data, len, nullptr, nullptr);
 }
 
 void CudaIpcEp::drain() {
@@ -301,7 +322,7 @@ bool CudaIpcEp::on_record(const shm::RecHdr &h, const uint8_t *rec) {
     const uint8_t *body = rec + sizeof(shm::RecHdr);
     size_t blen = h.len - sizeof(shm::RecHdr);
     if (h.type == kRecAm) {
-        iface_->deliver_am(this, h.id, body, blen);
+        iface_->dispatch_am(h.id, this, body, blen);
     } else if (h.type == kRecRevoke && blen >= sizeof(RevokeBody)) {
         RevokeBody b;
         std::memcpy(&b, body, sizeof(b));
@@ -315,6 +336,8 @@ bool CudaIpcEp::on_record(const shm::RecHdr &h, const uint8_t *rec) {
 }
 
 void CudaIpcEp::on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *fds, size_t nfds) {
+    const IpcMd &md = iface_->ipc_md();
+    if (peer_map_.on_ctrl(type, body, len, fds, nfds, md.shared_keys(), md.shared())) return;
     if (type == kCtrlFdReq && len == sizeof(FdReq) && nfds == 0) {
         FdReq r;
         std::memcpy(&r, body, sizeof(r));
@@ -361,6 +384,7 @@ void CudaIpcEp::on_failed(gdx_status_t status) {
         if (f.second) f.second->complete(status);
     flushes_.clear();
     if (ch_.peer().iface_nonce != 0) iface_->cache().exporter_gone(ch_.peer().iface_nonce);
+    peer_map_.fail(status);
     pending_.fail_all(); // they see the error from the operation they retry
 }
 
@@ -376,4 +400,3 @@ unsigned CudaIpcEp::progress() {
 bool CudaIpcEp::has_work() const { return !deferred_.empty() || !revokes_.empty() || !pending_.empty(); }
 
 } // namespace gdx::tp::cuda_ipc
-#endif

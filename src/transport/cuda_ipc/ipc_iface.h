@@ -7,6 +7,8 @@
 
 #include "core/config.h"
 #include "transport/cuda_ipc/ipc_key.h"
+#include "transport/rkey_table.h"
+#include "transport/shm/peer_map.h"
 #include "transport/transport.h"
 
 #include <memory>
@@ -48,6 +50,7 @@ class IpcMemHandle final : public MemHandle {
     std::shared_ptr<ExportState> state_;
     PackedKey key_;
     bool exported_ = false;
+    std::shared_ptr<RkeyTable> shared_keys_; // a shared segment's key: revoked (key_.token) on deregistration
 };
 
 class IpcRemoteKey final : public RemoteKey {
@@ -66,21 +69,34 @@ class IpcRemoteKey final : public RemoteKey {
 class IpcMd final : public MemoryDomain {
   public:
     IpcMd(int device, uint64_t nonce, Ternary p2p, std::shared_ptr<ExportState> s)
-        : device_(device), nonce_(nonce), p2p_(p2p), state_(std::move(s)) {}
+        : device_(device), nonce_(nonce), p2p_(p2p), state_(std::move(s)), shared_keys_(std::make_shared<RkeyTable>()) {}
     std::string_view name() const override { return "cuda_ipc"; }
     gdx_status_t mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
                          std::unique_ptr<MemHandle> *out) override;
     size_t rkey_packed_size() const override { return kKeySize; }
     gdx_status_t rkey_unpack(std::span<const uint8_t> packed, std::unique_ptr<RemoteKey> *out) override;
 
+    // Shared segments peers map (kCapPeerMap, the channel layer's service: shm/peer_map.h), with GDX_P2P on or off:
+    // the staging engine's bounce pools, so that with no peer-to-peer path its staged fragments still cross with
+    // no CPU copy. Their keys live in a table of their own (what MAP_REQ is checked against).
+    gdx_status_t alloc_shared(size_t len, void **out) override { return shared_.alloc(len, out); }
+    void free_shared(void *p) override { shared_.free(p); }
+    const shm::SharedSegments &shared() const { return shared_; }
+    const RkeyTable &shared_keys() const { return *shared_keys_; }
+
   private:
     // Fills key->kind/handle/token for the allocation behind `info`; GDX_OK with kind None and *why when it
     // cannot be exported (then the chunk is Reach::None).
     gdx_status_t export_allocation(const mem::MemInfo &info, PackedKey *key, int *fd, std::string *why);
+    // mem_reg of exactly one shared segment: host memory the CPU and every copy engine reach; with remote rights
+    // a key a peer may map it with.
+    gdx_status_t reg_shared(IpcMemHandle &h, unsigned access);
     int device_;
     uint64_t nonce_;
     Ternary p2p_;
     std::shared_ptr<ExportState> state_;
+    shm::SharedSegments shared_{"cuda_ipc"};
+    std::shared_ptr<RkeyTable> shared_keys_;
 };
 
 // Process-wide: the export state of every open cuda_ipc interface, by nonce, for keys used inside their own

@@ -1,13 +1,13 @@
 // cuda_ipc endpoint and interface (internal: the public face is ipc_iface.h and transport.h).
 #pragma once
 
-#if GDX_HAVE_CUDA_H
 #include "transport/cuda_ipc/ipc_cache.h"
 #include "transport/cuda_ipc/ipc_iface.h"
+#include "transport/ep_checks.h"
+#include "transport/iface_base.h"
 #include "transport/pending_queue.h"
 #include "transport/shm/hub.h"
 
-#include <cuda.h>
 #include <deque>
 
 namespace gdx::tp::cuda_ipc {
@@ -16,8 +16,9 @@ class CudaIpcIface;
 
 inline constexpr uint8_t kRecAm = shm::kRecOwnerFirst;         // id = AM id; body = header + payload
 inline constexpr uint8_t kRecRevoke = shm::kRecOwnerFirst + 1; // RevokeBody: a registration was deregistered
-inline constexpr uint16_t kCtrlFdReq = shm::kCtrlOwnerFirst;     // FdReq: importer asks for a descriptor
-inline constexpr uint16_t kCtrlFdRep = shm::kCtrlOwnerFirst + 1; // FdRep (+ the fd when status is GDX_OK)
+// After the peer-map service's (shm/peer_map.h: MAP_REQ, MAP_GRANT for shared segments).
+inline constexpr uint16_t kCtrlFdReq = shm::kCtrlAfterPeerMap;     // FdReq: importer asks for a descriptor
+inline constexpr uint16_t kCtrlFdRep = shm::kCtrlAfterPeerMap + 1; // FdRep (+ the fd when status is GDX_OK)
 struct FdReq {
     uint64_t token, buffer_id;
 };
@@ -33,7 +34,7 @@ struct RevokeBody {
 inline constexpr size_t kBusIdLen = 16;
 inline constexpr size_t kAddrExtra = kBusIdLen + 8; // PCI bus id (NUL padded), device ordinal, reserved
 
-class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
+class CudaIpcEp final : public RingAmEndpoint, public shm::ChannelOwner {
   public:
     explicit CudaIpcEp(CudaIpcIface *iface);
     ~CudaIpcEp() override;
@@ -45,13 +46,16 @@ class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
                      const RemoteKey &rkey, Completion *comp) override;
     gdx_status_t get(void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr, const RemoteKey &rkey,
                      Completion *comp) override;
-    gdx_status_t am_short(uint8_t id, const void *data, size_t len) override;
-    gdx_status_t am_bcopy(uint8_t id, const void *data, size_t len) override;
+    // am_short, am_bcopy: RingAmEndpoint's (through am_zcopy)
     gdx_status_t am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
                           const MemHandle *memh, Completion *comp) override;
     gdx_status_t flush(Completion *comp) override;
     gdx_status_t fence() override;
     gdx_status_t pending_add(PendingRequest *req) override;
+    // kCapPeerMap: the peer's shared segment a Shared key opens, mapped here (shm/peer_map.h does the work).
+    gdx_status_t map_remote(const RemoteKey &rkey, uint8_t **local) override;
+    // Connected with a peer-to-peer path to the peer's GPU (or to our own GPU): GPU memory is reached directly.
+    bool direct_possible() const override { return p2p_ok_; }
 
     unsigned progress();
     bool has_work() const;
@@ -77,7 +81,11 @@ class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
         std::vector<uint8_t> bytes;
         uint64_t after_seq;
     };
-    gdx_status_t rma(bool put, uint8_t *local, size_t len, uint64_t raddr, const RemoteKey &rkey, Completion *comp);
+    gdx_status_t rma(bool put, uint8_t *local, size_t len, uint64_t raddr, const RemoteKey &rkey, const MemHandle *lmemh,
+                     Completion *comp);
+    // put/get on a peer's shared segment: a CPU copy through the mapping (no GPU and no peer-to-peer path involved).
+    gdx_status_t shared_rma(bool put, uint8_t *local, size_t len, uint64_t raddr, const PackedKey &k,
+                            const MemHandle *lmemh);
     gdx_status_t resolve(const PackedKey &k, uint64_t raddr, size_t len, uint8_t **remote, Mapping **map);
     gdx_status_t ready_for_op();
     void complete_op(Op &op, gdx_status_t st);
@@ -101,30 +109,30 @@ class CudaIpcEp final : public Endpoint, public shm::ChannelOwner {
     size_t deferred_bytes_ = 0;
     std::deque<RevokeBody> revokes_;
     PendingQueue pending_;
+    shm::PeerMapper peer_map_; // map_remote, and the answers to the peer's MAP_REQ for our shared segments
 };
 
-class CudaIpcIface final : public Interface {
+class CudaIpcIface final : public InterfaceBase {
   public:
     static gdx_status_t create(const Config &cfg, int device, std::unique_ptr<Interface> *out);
     ~CudaIpcIface() override;
 
-    std::string_view transport_name() const override { return "cuda_ipc"; }
     std::string_view device_name() const override { return name_; }
-    const Capabilities &caps() const override { return caps_; }
     MemoryDomain &md() override { return *md_; }
     gdx_status_t ep_create(std::unique_ptr<Endpoint> *out) override;
-    gdx_status_t set_am_handler(uint8_t id, AmHandler fn, void *arg) override;
     unsigned progress() override;
     int wakeup_fd() const override { return hub_->wakeup_fd(); }
     gdx_status_t arm_wakeup() override;
 
-    // Data path: copies on one of our streams and a completion marker after it; GDX_OK = queued.
+    // Data path: a copy on one of our streams (the ops table's copy queue) and a completion marker after it;
+    // GDX_OK = queued. Its completion calls ep->on_copy_done(op_id) and releases `map`.
     gdx_status_t submit_copy(void *dst, const void *src, size_t len, CudaIpcEp *ep, uint64_t op_id, Mapping *map);
     void sync_streams();
     unsigned poll_streams();
     void forget(CudaIpcEp *ep);
 
     shm::Hub &hub() { return *hub_; }
+    const IpcMd &ipc_md() const { return *md_; }
     ImportCache &cache() { return *cache_; }
     ExportState &exports() { return *exports_; }
     int device() const { return device_; }
@@ -132,49 +140,20 @@ class CudaIpcIface final : public Interface {
     Ternary p2p() const { return p2p_; }
     void add_ep(CudaIpcEp *ep) { eps_.push_back(ep); }
     void remove_ep(CudaIpcEp *ep);
-    void deliver_am(CudaIpcEp *ep, uint8_t id, const void *data, size_t len);
 
   private:
-    CudaIpcIface() = default;
-    struct Marker {
-        CudaIpcEp *ep;
-        uint64_t op_id;
-        Mapping *map;
-        uint32_t seq;
-        CUevent ev;
-    };
-    struct Stream {
-        CUstream s = nullptr;
-        volatile uint32_t *flag = nullptr; // written by the GPU after each copy (cuStreamWriteValue32)
-        CUdeviceptr flag_dev = 0;
-        uint32_t issued = 0;
-        std::deque<Marker> fifo;
-        std::vector<CUevent> spare;
-        int64_t next_check_ns = 0;
-    };
-    void finish(Stream &s, gdx_status_t st);
+    CudaIpcIface() : InterfaceBase("cuda_ipc") {}
+    static void copy_done(void *self, const mem::CopyTag &tag, gdx_status_t st);
 
     std::unique_ptr<shm::Hub> hub_;
     std::unique_ptr<IpcMd> md_;
     std::shared_ptr<ExportState> exports_;
     std::unique_ptr<ImportCache> cache_;
-    Capabilities caps_;
+    std::unique_ptr<mem::CopyQueue> queue_;
     std::string name_, bus_id_;
     int device_ = -1;
     Ternary p2p_ = Ternary::Try;
-    std::vector<Stream> streams_;
-    unsigned rr_ = 0;
-    bool use_flags_ = false;
-    void *flags_host_ = nullptr;
-    struct Handler {
-        AmHandler fn = nullptr;
-        void *arg = nullptr;
-    } handlers_[kMaxAmId];
     std::vector<CudaIpcEp *> eps_;
 };
 
-// Enables peer access from `from`'s context to `to`'s memory, once per pair and process.
-gdx_status_t enable_peer_access(int from, int to, std::string *why);
-
 } // namespace gdx::tp::cuda_ipc
-#endif

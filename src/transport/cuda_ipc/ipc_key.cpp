@@ -27,6 +27,7 @@ const char *export_kind_name(ExportKind k) {
     case ExportKind::Legacy: return "legacy-ipc";
     case ExportKind::Vmm: return "vmm-fd";
     case ExportKind::Pool: return "pool-fd";
+    case ExportKind::Shared: return "shared-segment";
     }
     return "?";
 }
@@ -56,7 +57,7 @@ gdx_status_t decode_key(std::span<const uint8_t> in, PackedKey *out, std::string
     const uint8_t *p = in.data();
     if (p[0] != kVersion) return bad(why, "cuda_ipc remote key version mismatch");
     if (p[1] != static_cast<uint8_t>(wire::TransportId::CudaIpc)) return bad(why, "remote key not issued by cuda_ipc");
-    if (p[2] > static_cast<uint8_t>(ExportKind::Pool)) return bad(why, "unknown export kind");
+    if (p[2] > static_cast<uint8_t>(ExportKind::Shared)) return bad(why, "unknown export kind");
     if (p[3] != 0) return bad(why, "reserved byte is not zero");
     for (size_t i = 152; i < kKeySize; ++i)
         if (p[i] != 0) return bad(why, "reserved tail is not zero");
@@ -82,6 +83,7 @@ gdx_status_t decode_key(std::span<const uint8_t> in, PackedKey *out, std::string
     if (k.kind != ExportKind::None && !wire::range_inside(k.reg_base, k.reg_len, k.alloc_base, k.alloc_size))
         return bad(why, "registered range lies outside the exported allocation");
     if (k.kind == ExportKind::None && k.access != 0) return bad(why, "unexported key grants access");
+    if (k.kind == ExportKind::Shared && k.token == 0) return bad(why, "shared-segment key without a key id");
     *out = k;
     return GDX_OK;
 }

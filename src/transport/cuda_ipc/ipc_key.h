@@ -13,7 +13,8 @@
 //   24   8   buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID: unique per allocation, changes on free + reuse)
 //   32   8   allocation base   40 8 allocation size   (exporter virtual addresses)
 //   48   8   registered base   56 8 registered length
-//   64   8   export token (VMM/pool: the id the importer quotes to get the descriptor)
+//   64   8   export token (VMM/pool: the id the importer quotes to get the descriptor; shared segment: its key
+//              id in the exporter's key table, which the importer quotes in MAP_REQ)
 //   72   8   pool id (pool: the exporter's pool handle value, so one pool is imported once)
 //   80  64   handle (legacy: CUipcMemHandle; pool: CUmemPoolPtrExportData; VMM: zero)
 //  144   8   export epoch (which lifetime of the allocation's export: REVOKE names it, so a later
@@ -22,6 +23,7 @@
 #pragma once
 
 #include "gdx/status.h"
+#include "memtype/memory_ops.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -30,11 +32,23 @@
 
 namespace gdx::tp::cuda_ipc {
 
-enum class ExportKind : uint8_t { None = 0, Legacy = 1, Vmm = 2, Pool = 3 };
+// Shared: host memory the exporter made with alloc_shared (the staging engine's bounce pools), which a peer maps
+// (Endpoint::map_remote, src/transport/shm/peer_map.h); allocation range = the registered one, buffer id 0.
+enum class ExportKind : uint8_t { None = 0, Legacy = 1, Vmm = 2, Pool = 3, Shared = 4 };
 const char *export_kind_name(ExportKind k);
 
+// The GPU exports are the memory ops table's IPC kinds (memory_ops.h), with the same values.
+inline mem::IpcKind ipc_kind(ExportKind k) {
+    static_assert(static_cast<int>(ExportKind::Legacy) == static_cast<int>(mem::IpcKind::Legacy) &&
+                  static_cast<int>(ExportKind::Vmm) == static_cast<int>(mem::IpcKind::Vmm) &&
+                  static_cast<int>(ExportKind::Pool) == static_cast<int>(mem::IpcKind::Pool));
+    return k == ExportKind::Legacy || k == ExportKind::Vmm || k == ExportKind::Pool ? static_cast<mem::IpcKind>(k)
+                                                                                     : mem::IpcKind::None;
+}
+inline ExportKind export_kind(mem::IpcKind k) { return static_cast<ExportKind>(k); }
+
 inline constexpr size_t kKeySize = 160;
-inline constexpr size_t kHandleSize = 64;
+inline constexpr size_t kHandleSize = mem::kIpcHandleSize;
 
 struct PackedKey {
     ExportKind kind = ExportKind::None;

@@ -3,8 +3,6 @@
 #include "transport/cuda_ipc/ipc_iface.h"
 
 #include "core/error.h"
-#include "memtype/cuda_driver.h"
-#include "transport/rkey_table.h"
 #include "transport/reg_check.h"
 
 #include <cstring>
@@ -38,6 +36,9 @@ ExportState::~ExportState() {
 }
 
 IpcMemHandle::~IpcMemHandle() {
+    // A shared segment's key opens nothing from here on; peers that mapped the segment keep their mapping (they
+    // hold bounce slots the owner lent them, not user memory), as over shm.
+    if (shared_keys_) shared_keys_->revoke(key_.token);
     if (!exported_) return;
     std::lock_guard<std::mutex> g(state_->mutex);
     auto t = state_->by_token.find(key_.token);
@@ -68,105 +69,47 @@ gdx_status_t IpcMd::rkey_unpack(std::span<const uint8_t> packed, std::unique_ptr
     return GDX_OK;
 }
 
-#if GDX_HAVE_CUDA_H
-
 gdx_status_t IpcMd::export_allocation(const mem::MemInfo &info, PackedKey *key, int *fd, std::string *why) {
-    const cuda::DriverApi *api = cuda::driver();
-    *fd = -1;
-    if (api == nullptr) {
-        *why = cuda::why_unavailable();
-        return GDX_OK;
-    }
-    cuda::DeviceScope scope(info.device);
-    if (!scope.ok()) {
-        *why = "binding GPU " + std::to_string(info.device) + ": " + cuda::error_text(scope.status());
-        return GDX_OK;
-    }
-    void *base = reinterpret_cast<void *>(info.base);
-    CUresult r = CUDA_SUCCESS;
-    switch (info.type) {
-    case mem::MemType::CudaDevice: {
-        CUipcMemHandle h;
-        r = api->cuIpcGetMemHandle(&h, static_cast<CUdeviceptr>(info.base));
-        if (r != CUDA_SUCCESS) {
-            *why = "cuIpcGetMemHandle: " + cuda::error_text(r);
-            return GDX_OK;
-        }
-        static_assert(sizeof(h) <= kHandleSize);
-        std::memcpy(key->handle, &h, sizeof(h));
-        key->kind = ExportKind::Legacy;
-        return GDX_OK;
-    }
-    case mem::MemType::CudaVmm: {
-        if (!(info.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
-            *why = "VMM allocation created without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: not exportable";
-            return GDX_OK;
-        }
-        CUmemGenericAllocationHandle h;
-        if ((r = api->cuMemRetainAllocationHandle(&h, base)) != CUDA_SUCCESS) {
-            *why = "cuMemRetainAllocationHandle: " + cuda::error_text(r);
-            return GDX_OK;
-        }
-        int f = -1;
-        r = api->cuMemExportToShareableHandle(&f, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-        api->cuMemRelease(h); // drops the reference cuMemRetainAllocationHandle took
-        if (r != CUDA_SUCCESS) {
-            *why = "cuMemExportToShareableHandle(POSIX fd): " + cuda::error_text(r);
-            return GDX_OK;
-        }
-        *fd = f;
-        key->kind = ExportKind::Vmm;
-        return GDX_OK;
-    }
-    case mem::MemType::CudaPool: {
-        CUmemoryPool pool = nullptr;
-        r = api->cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, static_cast<CUdeviceptr>(info.base));
-        if (r != CUDA_SUCCESS || pool == nullptr) {
-            *why = "no memory pool behind a stream-ordered allocation (" + cuda::error_text(r) + ")";
-            return GDX_OK;
-        }
-        int f = -1;
-        r = api->cuMemPoolExportToShareableHandle(&f, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-        if (r != CUDA_SUCCESS) {
-            *why = "pool not exportable (created without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; the default pool "
-                   "never is): " + cuda::error_text(r);
-            return GDX_OK;
-        }
-        CUmemPoolPtrExportData d;
-        if ((r = api->cuMemPoolExportPointer(&d, static_cast<CUdeviceptr>(info.base))) != CUDA_SUCCESS) {
-            close(f);
-            *why = "cuMemPoolExportPointer: " + cuda::error_text(r);
-            return GDX_OK;
-        }
-        static_assert(sizeof(d) <= kHandleSize);
-        std::memcpy(key->handle, &d, sizeof(d));
-        key->pool_id = reinterpret_cast<uintptr_t>(pool);
-        *fd = f;
-        key->kind = ExportKind::Pool;
-        return GDX_OK;
-    }
-    case mem::MemType::CudaManaged:
-        *why = "managed memory cannot be exported with CUDA IPC";
-        return GDX_OK;
-    case mem::MemType::CudaIpcImported:
-        *why = "memory imported from another process cannot be exported again";
-        return GDX_OK;
-    default:
-        *why = std::string(mem::type_name(info.type)) + ": not GPU memory (host memory goes through shm)";
-        return GDX_OK;
-    }
+    mem::IpcHandle h;
+    gdx_status_t st = mem::ops(mem::MemKind::Cuda).ipc_export(info, &h, fd, why);
+    if (st != GDX_OK) return st;
+    static_assert(sizeof(h.bytes) == kHandleSize);
+    std::memcpy(key->handle, h.bytes, kHandleSize);
+    key->pool_id = h.pool_id;
+    key->kind = export_kind(h.kind);
+    return GDX_OK;
+}
+
+gdx_status_t IpcMd::reg_shared(IpcMemHandle &h, unsigned access) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(h.addr());
+    ChunkReg c{0, h.length(), Reach::Host, "shared segment: the CPU and copy engines reach it, peers map it"};
+    h.chunks_.push_back(c);
+    unsigned remote = access & (kAccessRemoteRead | kAccessRemoteWrite);
+    if (remote == 0) return GDX_OK;
+    PackedKey &k = h.key_;
+    if (gdx_status_t st = shared_keys_->add(a, h.length(), remote, &k.token); st != GDX_OK) return st;
+    h.shared_keys_ = shared_keys_;
+    k.kind = ExportKind::Shared;
+    k.access = remote;
+    k.exporter_nonce = nonce_;
+    k.exporter_pid = static_cast<uint32_t>(getpid());
+    k.exporter_device = device_;
+    k.alloc_base = k.reg_base = a;
+    k.alloc_size = k.reg_len = h.length();
+    return GDX_OK;
 }
 
 gdx_status_t IpcMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
                             std::unique_ptr<MemHandle> *out) {
+    if (gdx_status_t st = check_mem_reg(kComp, {}, addr, len, info, access, out); st != GDX_OK) return st;
     uintptr_t a = reinterpret_cast<uintptr_t>(addr);
-    if (out == nullptr || addr == nullptr || len == 0 || a + len < a)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg(%p, %zu): null address, zero length or wrap", addr,
-                        len);
-    if ((access & ~static_cast<unsigned>(kAccessAll)) != 0 || access == 0)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg: access bits 0x%x", access);
-    if (gdx_status_t st = check_reg_access(addr, len, info, access, kComp); st != GDX_OK) return st;
     auto h = std::make_unique<IpcMemHandle>(addr, len, info, access, state_);
+    if (shared_.find(a, len) != nullptr) { // one of our shared segments (from its first byte): before GDX_P2P, which
+                                           // concerns GPU memory only
+        if (gdx_status_t st = reg_shared(*h, access); st != GDX_OK) return st;
+        *out = std::move(h);
+        return GDX_OK;
+    }
     // The part inside the allocation memtype found; anything past its end is a second, unreachable chunk.
     size_t inside = len;
     if (info.size != 0 && a >= info.base && a - info.base < info.size) inside = std::min(len, info.size - (a - info.base));
@@ -190,10 +133,8 @@ gdx_status_t IpcMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, un
             // id is the allocation's own (bit 63 keeps the two id spaces apart).
             if (info.type == mem::MemType::CudaVmm && info.block_id != 0) buffer_id = info.block_id | (1ull << 63);
             if (buffer_id == 0) { // memtype did not say: ask the driver (the import cache is keyed by it)
-                unsigned long long id = 0;
-                if (cuda::driver()->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
-                                                          static_cast<CUdeviceptr>(a)) == CUDA_SUCCESS)
-                    buffer_id = id;
+                uint64_t id = 0;
+                if (mem::ops(mem::MemKind::Cuda).buffer_id(addr, &id) == GDX_OK) buffer_id = id;
             }
             k.access = remote;
             k.exporter_nonce = nonce_;
@@ -240,19 +181,5 @@ gdx_status_t IpcMd::mem_reg(void *addr, size_t len, const mem::MemInfo &info, un
     *out = std::move(h);
     return GDX_OK;
 }
-
-#else
-
-gdx_status_t IpcMd::export_allocation(const mem::MemInfo &, PackedKey *, int *fd, std::string *why) {
-    *fd = -1;
-    *why = "built without cuda.h";
-    return GDX_OK;
-}
-
-gdx_status_t IpcMd::mem_reg(void *, size_t, const mem::MemInfo &, unsigned, std::unique_ptr<MemHandle> *) {
-    return GDX_FAIL(GDX_ERR_UNSUPPORTED, kComp, "built without cuda.h");
-}
-
-#endif
 
 } // namespace gdx::tp::cuda_ipc

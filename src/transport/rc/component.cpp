@@ -3,7 +3,7 @@
 
 #include "core/error.h"
 #include "transport/rc/iface.h"
-#include "transport/topo/config_vars.h"
+#include "topo/config_vars.h"
 
 #include <cstdlib>
 

@@ -4,7 +4,7 @@
 
 #include "core/config.h"
 #include "gdx/status.h"
-#include "transport/topo/topology.h"
+#include "topo/topology.h"
 
 #include <infiniband/verbs.h>
 

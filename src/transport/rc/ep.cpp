@@ -448,7 +448,7 @@ void RcEndpoint::on_recv(const ibv_wc &wc) {
                      "%s: QP %u: dropped a message that is not a gdx active message (opcode %d, imm 0x%08x)",
                      iface_->port_name_.c_str(), qp_->qp_num, wc.opcode, imm);
     } else {
-        iface_->deliver(this, id, rx_slab_ + static_cast<size_t>(idx) * iface_->seg_size_, wc.byte_len);
+        iface_->dispatch_am(id, this, rx_slab_ + static_cast<size_t>(idx) * iface_->seg_size_, wc.byte_len);
     }
     if (error_ != GDX_OK || repost(idx) != GDX_OK) return;
     ++rx_reposted_;

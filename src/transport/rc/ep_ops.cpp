@@ -3,6 +3,7 @@
 #include "transport/rc/ep.h"
 
 #include "core/error.h"
+#include "transport/ep_checks.h"
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -18,7 +19,8 @@ gdx_status_t RcEndpoint::rdma(bool write, void *buf, size_t len, const MemHandle
     const char *port = iface_->port_name_.c_str();
     if (gdx_status_t st = ready(op); st != GDX_OK) return st;
     if (len == 0) return GDX_OK;
-    if (buf == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: %s of %zu bytes from a null buffer", port, op, len);
+    // No length limit here: an operation is cut into work requests of at most max_put bytes below.
+    if (gdx_status_t st = check_rma_buffer(*iface_, op, buf, len, SIZE_MAX); st != GDX_OK) return st;
     auto *rk = dynamic_cast<const RcRemoteKey *>(&rkey);
     if (rk == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: %s: the remote key is not an rc key", port, op);
     auto *lm = dynamic_cast<const RcMemHandle *>(lmemh);
@@ -40,6 +42,8 @@ gdx_status_t RcEndpoint::rdma(bool write, void *buf, size_t len, const MemHandle
         uint32_t rkey32 = 0, lkey = 0;
         size_t rcontig = 0, lcontig = len - off;
         std::string why;
+        // The lookup finds the NIC rkey of the chunk holding raddr + off, which the work request needs; its range
+        // and rights check comes with it (the NIC enforces the registration at the target in any case).
         if (gdx_status_t st = rk->lookup(raddr + off, len - off, write ? kAccessRemoteWrite : kAccessRemoteRead, &rkey32,
                                          &rcontig, &why); st != GDX_OK)
             return GDX_FAIL(st, kComp, "%s: %s of %zu bytes at 0x%llx refused before posting: %s", port, op, len,
@@ -78,8 +82,7 @@ gdx_status_t RcEndpoint::get(void *buf, size_t len, const MemHandle *lmemh, uint
 
 gdx_status_t RcEndpoint::am_send(unsigned id, const void *hdr, size_t hlen, const void *payload, size_t len,
                                  uint32_t lkey, Completion *comp, const char *op) {
-    RcInterface &I = *iface_;
-    if (id >= kMaxAmId) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: %s: id %u >= %u", I.port_name_.c_str(), op, id, kMaxAmId);
+    RcInterface &I = *iface_; // the arguments were checked by the caller (ep_checks.h)
     if (gdx_status_t st = ready(op); st != GDX_OK) return st;
     if (sq_free_ < 2 || credits() <= 0) return GDX_ERR_NO_RESOURCE; // one slot stays for credit announcements
     Wr w{};
@@ -108,16 +111,12 @@ gdx_status_t RcEndpoint::am_send(unsigned id, const void *hdr, size_t hlen, cons
 }
 
 gdx_status_t RcEndpoint::am_short(uint8_t id, const void *data, size_t len) {
-    if (len > iface_->caps_.max_am_short || (data == nullptr && len > 0))
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: am_short of %zu bytes (max %zu)", iface_->port_name_.c_str(),
-                        len, iface_->caps_.max_am_short);
+    if (gdx_status_t st = check_am_short(*iface_, id, data, len); st != GDX_OK) return st;
     return am_send(id, data, len, nullptr, 0, 0, nullptr, "am_short");
 }
 
 gdx_status_t RcEndpoint::am_bcopy(uint8_t id, const void *data, size_t len) {
-    if (len > iface_->seg_size_ || (data == nullptr && len > 0))
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: am_bcopy of %zu bytes (max %zu)", iface_->port_name_.c_str(),
-                        len, iface_->seg_size_);
+    if (gdx_status_t st = check_am_bcopy(*iface_, id, data, len); st != GDX_OK) return st; // max_am_bcopy: a segment
     // Inlined or copied into a bounce buffer now, as the contract says: the caller's buffer is free on return.
     return am_send(id, data, len, nullptr, 0, 0, nullptr, "am_bcopy");
 }
@@ -125,10 +124,8 @@ gdx_status_t RcEndpoint::am_bcopy(uint8_t id, const void *data, size_t len) {
 gdx_status_t RcEndpoint::am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
                                   const MemHandle *memh, Completion *comp) {
     const char *port = iface_->port_name_.c_str();
-    if (header_len > iface_->caps_.max_am_short || header_len + len > iface_->seg_size_ ||
-        (header == nullptr && header_len > 0) || (payload == nullptr && len > 0))
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: am_zcopy with a %zu-byte header and %zu-byte payload (max %zu/%zu)",
-                        port, header_len, len, iface_->caps_.max_am_short, iface_->seg_size_);
+    // max_am_zcopy is a segment: header and payload land in one receive buffer.
+    if (gdx_status_t st = check_am_zcopy(*iface_, id, header, header_len, payload, len); st != GDX_OK) return st;
     uint32_t lkey = 0;
     if (len > 0) {
         auto *lm = dynamic_cast<const RcMemHandle *>(memh);

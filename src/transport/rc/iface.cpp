@@ -161,23 +161,6 @@ gdx_status_t RcInterface::ep_create(std::unique_ptr<Endpoint> *out) {
     return GDX_OK;
 }
 
-gdx_status_t RcInterface::set_am_handler(uint8_t id, AmHandler fn, void *arg) {
-    if (id >= kMaxAmId)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "set_am_handler: id %u >= %u", id, kMaxAmId);
-    handlers_[id] = {fn, arg};
-    return GDX_OK;
-}
-
-void RcInterface::deliver(RcEndpoint *ep, unsigned id, const void *data, size_t len) {
-    const Handler &h = handlers_[id];
-    if (h.fn == nullptr) {
-        GDX_LOG_ONCE(log::Level::Warn, kComp, "rc:noam:" + std::to_string(id),
-                     "%s: active message id %u arrived without a handler; dropped", port_name_.c_str(), id);
-        return;
-    }
-    h.fn(h.arg, ep, data, len);
-}
-
 void RcInterface::mark_busy(RcEndpoint *ep) {
     if (ep->in_busy_) return;
     ep->in_busy_ = true;

@@ -19,6 +19,7 @@
 // failed; reconnect with a new endpoint.
 #pragma once
 
+#include "transport/iface_base.h"
 #include "transport/rc/md.h"
 
 #include <deque>
@@ -36,17 +37,14 @@ struct QpTiming {
     static QpTiming from(std::chrono::nanoseconds peer_timeout);
 };
 
-class RcInterface final : public Interface {
+class RcInterface final : public InterfaceBase {
   public:
     static gdx_status_t open(const std::string &dev, uint8_t port, const Config &cfg, std::unique_ptr<Interface> *out);
     ~RcInterface() override;
 
-    std::string_view transport_name() const override { return "rc"; }
     std::string_view device_name() const override { return port_name_; }
-    const Capabilities &caps() const override { return caps_; }
     MemoryDomain &md() override { return *md_; }
     gdx_status_t ep_create(std::unique_ptr<Endpoint> *out) override;
-    gdx_status_t set_am_handler(uint8_t id, AmHandler fn, void *arg) override;
     unsigned progress() override;
     int wakeup_fd() const override;
     gdx_status_t arm_wakeup() override;
@@ -56,7 +54,7 @@ class RcInterface final : public Interface {
 
   private:
     friend class RcEndpoint;
-    RcInterface() = default;
+    RcInterface() : InterfaceBase("rc") {}
     gdx_status_t init(std::shared_ptr<DeviceCtx> dev, const Config &cfg);
 
     // Bounce buffers for am_short (beyond inline), am_bcopy and am_zcopy headers: one registered slab.
@@ -69,12 +67,10 @@ class RcInterface final : public Interface {
     void handle(const ibv_wc &wc, bool send);
     unsigned poll(ibv_cq *cq, bool send, std::vector<std::pair<ibv_wc, bool>> *stash_to);
     void mark_busy(RcEndpoint *ep);
-    void deliver(RcEndpoint *ep, unsigned id, const void *data, size_t len);
 
     std::shared_ptr<DeviceCtx> dev_;
     std::unique_ptr<RcMemoryDomain> md_;
     std::string port_name_;
-    Capabilities caps_;
     QpTiming timing_;
     unsigned tx_len_ = 0, rx_len_ = 0;
     size_t seg_size_ = 0, max_inline_ = 0;
@@ -88,12 +84,6 @@ class RcInterface final : public Interface {
     size_t tx_slab_len_ = 0;
     ibv_mr *tx_mr_ = nullptr;
     std::vector<int> tx_free_;
-
-    struct Handler {
-        AmHandler fn = nullptr;
-        void *arg = nullptr;
-    };
-    Handler handlers_[kMaxAmId];
 
     uint32_t next_serial_ = 1;
     std::unordered_map<uint32_t, RcEndpoint *> eps_; // by serial (the high half of every wr_id)

@@ -2,7 +2,6 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "memtype/cuda_driver.h"
 #include "transport/rc/config_vars.h"
 #include "transport/reg_check.h"
 
@@ -195,12 +194,12 @@ RcMemoryDomain::~RcMemoryDomain() {
 std::string RcMemoryDomain::gpu_bus_id(int device) {
     if (!gpu_bus_known_) {
         gpu_bus_known_ = true;
-#if GDX_HAVE_CUDA_H
-        for (const cuda::DeviceInfo &d : cuda::list_devices()) {
+        std::vector<mem::DeviceInfo> gpus;
+        mem::ops(mem::MemKind::Cuda).devices(&gpus);
+        for (const mem::DeviceInfo &d : gpus) {
             if (d.ordinal >= static_cast<int>(gpu_bus_.size())) gpu_bus_.resize(d.ordinal + 1);
             gpu_bus_[d.ordinal] = topo::normalize_bus_id(d.pci_bus_id);
         }
-#endif
     }
     return device >= 0 && device < static_cast<int>(gpu_bus_.size()) ? gpu_bus_[device] : "";
 }
@@ -253,16 +252,8 @@ gdx_status_t RcMemoryDomain::register_region(void *addr, size_t len, const mem::
 
 gdx_status_t RcMemoryDomain::mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
                                      std::unique_ptr<MemHandle> *out) {
-    if (out == nullptr || (addr == nullptr && len > 0) || access == 0 || (access & ~unsigned(kAccessAll)))
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: mem_reg(%p, %zu, access 0x%x): bad arguments",
-                        name_.c_str(), addr, len, access);
-    if (info.type == mem::MemType::Unmapped)
-        return GDX_FAIL(GDX_ERR_INVALID_ADDR, kComp, "%s: mem_reg(%p, %zu): the address is not mapped",
-                        name_.c_str(), addr, len);
-    if (reinterpret_cast<uintptr_t>(addr) + len < reinterpret_cast<uintptr_t>(addr))
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: mem_reg(%p, %zu): range wraps around", name_.c_str(),
-                        addr, len);
-    if (gdx_status_t st = check_reg_access(addr, len, info, access, kComp); st != GDX_OK) return st;
+    // A zero-length registration is allowed here: its handle opens nothing (UCT registers empty ranges).
+    if (gdx_status_t st = check_mem_reg(kComp, name_, addr, len, info, access, out, true); st != GDX_OK) return st;
     std::shared_ptr<RcRegion> region;
     if (len == 0) {
         region = std::make_shared<RcRegion>(); // nothing to register; the handle opens nothing

@@ -3,7 +3,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/rc/config_vars.h"
-#include "transport/topo/config_vars.h"
+#include "topo/config_vars.h"
 
 #include <algorithm>
 #include <cerrno>

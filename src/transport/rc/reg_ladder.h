@@ -10,7 +10,7 @@
 #include "core/config.h"
 #include "memtype/memory_ops.h"
 #include "transport/rc/device.h"
-#include "transport/topo/topology.h"
+#include "topo/topology.h"
 #include "transport/transport.h"
 
 #include <string>

@@ -1,6 +1,7 @@
 // shm endpoint: operations, their completion, and the target side of the protocol (README.md, "put/get").
 #include "core/error.h"
 #include "memtype/access_probe.h"
+#include "transport/ep_checks.h"
 #include "transport/refusal_log.h"
 #include "transport/shm/cma.h"
 #include "transport/shm/shm_iface.h"
@@ -34,7 +35,8 @@ template <class T> bool body_of(const RecHdr &h, const uint8_t *rec, T *out) {
 }
 } // namespace
 
-ShmEp::ShmEp(ShmIface *iface) : iface_(iface), ch_(&iface->hub(), this, 0) {
+ShmEp::ShmEp(ShmIface *iface)
+    : RingAmEndpoint(*iface), iface_(iface), ch_(&iface->hub(), this, 0), peer_map_(&ch_, kComp) {
     ops_.resize(kMaxOps);
     free_ops_.reserve(kMaxOps);
     for (uint32_t i = kMaxOps; i-- > 0;) free_ops_.push_back(i);
@@ -114,24 +116,20 @@ void ShmEp::check_flushes() {
 }
 
 gdx_status_t ShmEp::check_op(const char *what, size_t len, const RemoteKey &rkey, uint64_t raddr, unsigned need,
-                             const ShmRemoteKey **key) {
+                             const SoftRemoteKey **key) {
     gdx_status_t st = ch_.status();
     if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE; // not connected yet: retry after progress()
     if (st != GDX_OK) {
         GDX_DEBUG(kComp, "%s on a failed endpoint: %s", what, gdx_status_string(st));
         return st;
     }
-    *key = dynamic_cast<const ShmRemoteKey *>(&rkey);
+    *key = SoftRemoteKey::of(rkey, wire::TransportId::Shm);
     if (*key == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "%s: remote key was not unpacked by the shm memory domain", what);
-    // Early refusal from the key's own claims (the target checks its table again, trusting none of this).
-    if ((rkey.access() & need) != need)
-        return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp, "%s: remote key does not grant %s", what,
-                        need == kAccessRemoteWrite ? "remote write" : "remote read");
-    if (!wire::range_inside(raddr, len, rkey.base(), rkey.length()))
-        return GDX_FAIL(GDX_ERR_ACCESS_DENIED, kComp,
-                        "%s: [0x%" PRIx64 ", +%zu) is outside the remote key's [0x%" PRIx64 ", +%" PRIu64 ")", what,
-                        raddr, len, rkey.base(), rkey.length());
+    // Early refusal from the key's own claims (the target checks its table again, trusting none of this). Under
+    // gdx_put it repeats the staging layer's one check (fallback/region_table.h); it stays for the UCX module,
+    // which calls this transport directly.
+    if ((st = check_key_claims(*iface_, what, raddr, len, rkey, need)) != GDX_OK) return st;
     if (fence_) {
         if (active_ > 0 || !sendq_.empty()) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
         fence_ = false;
@@ -139,7 +137,7 @@ gdx_status_t ShmEp::check_op(const char *what, size_t len, const RemoteKey &rkey
     return GDX_OK;
 }
 
-gdx_status_t ShmEp::issue(OpKind kind, uint8_t *local, size_t len, uint64_t raddr, const ShmRemoteKey &key,
+gdx_status_t ShmEp::issue(OpKind kind, uint8_t *local, size_t len, uint64_t raddr, const SoftRemoteKey &key,
                           Completion *comp) {
     bool cma = len >= iface_->tun().cma_thresh && (ch_.i_can_cma() || ch_.peer_can_cma());
     bool ring_put = kind == OpKind::Put && !cma;
@@ -183,107 +181,20 @@ bool ShmEp::push_put_data(Op &op) {
 
 gdx_status_t ShmEp::put(const void *buf, size_t len, const MemHandle *, uint64_t remote_addr, const RemoteKey &rkey,
                         Completion *comp) {
-    const ShmRemoteKey *key = nullptr;
-    if (buf == nullptr && len != 0) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "put: null buffer");
-    gdx_status_t st = check_op("put", len, rkey, remote_addr, kAccessRemoteWrite, &key);
+    const SoftRemoteKey *key = nullptr;
+    gdx_status_t st = check_rma_buffer(*iface_, "put", buf, len, iface_->caps().max_put);
+    if (st == GDX_OK) st = check_op("put", len, rkey, remote_addr, kAccessRemoteWrite, &key);
     if (st != GDX_OK || len == 0) return st;
     return issue(OpKind::Put, static_cast<uint8_t *>(const_cast<void *>(buf)), len, remote_addr, *key, comp);
 }
 
 gdx_status_t ShmEp::get(void *buf, size_t len, const MemHandle *, uint64_t remote_addr, const RemoteKey &rkey,
                         Completion *comp) {
-    const ShmRemoteKey *key = nullptr;
-    if (buf == nullptr && len != 0) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "get: null buffer");
-    gdx_status_t st = check_op("get", len, rkey, remote_addr, kAccessRemoteRead, &key);
+    const SoftRemoteKey *key = nullptr;
+    gdx_status_t st = check_rma_buffer(*iface_, "get", buf, len, iface_->caps().max_get);
+    if (st == GDX_OK) st = check_op("get", len, rkey, remote_addr, kAccessRemoteRead, &key);
     if (st != GDX_OK || len == 0) return st;
     return issue(OpKind::Get, static_cast<uint8_t *>(buf), len, remote_addr, *key, comp);
-}
-
-// Whether an active message may go now: GDX_OK, GDX_ERR_NO_RESOURCE (connecting, or held behind a fence), or the
-// endpoint's error.
-gdx_status_t ShmEp::am_ready() {
-    if (ch_.up() && !fence_) return GDX_OK; // the common case first: every active message asks
-    gdx_status_t st = ch_.status();
-    if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE;
-    if (st != GDX_OK) return st;
-    if (active_ > 0 || !sendq_.empty()) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
-    fence_ = false;
-    return GDX_OK;
-}
-
-gdx_status_t ShmEp::am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
-                             const MemHandle *, Completion *) {
-    const Capabilities &c = iface_->caps();
-    if (id >= kMaxAmId || header_len > c.max_am_short || header_len + len > c.max_am_zcopy ||
-        (header == nullptr && header_len) || (payload == nullptr && len))
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am id %u: %zu+%zu bytes (limits: id < %u, header %zu, total %zu)",
-                        id, header_len, len, kMaxAmId, c.max_am_short, c.max_am_zcopy);
-    if (gdx_status_t st = am_ready(); st != GDX_OK) return st;
-    // Copied into the peer's ring at once: the caller's buffers are free again when this returns.
-    return ch_.push(kRecAm, id, 0, header, header_len, payload, len) ? GDX_OK : GDX_ERR_NO_RESOURCE;
-}
-
-gdx_status_t ShmEp::am_short(uint8_t id, const void *data, size_t len) {
-    const AmSeg seg{data, len};
-    return am_short_iov(id, {&seg, 1});
-}
-
-gdx_status_t ShmEp::am_short_iov(uint8_t id, std::span<const AmSeg> segs) {
-    size_t total = 0;
-    bool null_data = false;
-    for (const AmSeg &s : segs) {
-        total += s.len;
-        null_data |= s.data == nullptr && s.len != 0;
-    }
-    if (id >= kMaxAmId || total > iface_->caps().max_am_short || null_data)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_short id %u of %zu bytes%s (limits: id < %u, %zu bytes)", id,
-                        total, null_data ? " from a null pointer" : "", kMaxAmId, iface_->caps().max_am_short);
-    if (gdx_status_t st = am_ready(); st != GDX_OK) return st;
-    // Each piece straight into the peer's ring: no buffer in between (UCT's header and payload arrive apart).
-    uint8_t *p = ch_.begin_record(total);
-    if (p == nullptr) return GDX_ERR_NO_RESOURCE;
-    for (const AmSeg &s : segs) {
-        if (s.len != 0) std::memcpy(p, s.data, s.len);
-        p += s.len;
-    }
-    ch_.end_record(kRecAm, id, 0, total);
-    return GDX_OK;
-}
-
-gdx_status_t ShmEp::am_bcopy(uint8_t id, const void *data, size_t len) {
-    if (len > iface_->caps().max_am_bcopy)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_bcopy of %zu bytes (max %zu)", len,
-                        iface_->caps().max_am_bcopy);
-    return am_zcopy(id, nullptr, 0, data, len, nullptr, nullptr);
-}
-
-gdx_status_t ShmEp::am_bcopy_pack(uint8_t id, AmPackFn pack, void *arg, size_t *len) {
-    if (id >= kMaxAmId || pack == nullptr || len == nullptr)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_bcopy id %u: %s (id < %u, a pack function, a length)", id,
-                        id >= kMaxAmId ? "id out of range" : "null pack function or length", kMaxAmId);
-    if (gdx_status_t st = am_ready(); st != GDX_OK) return st;
-    const size_t max = iface_->caps().max_am_bcopy;
-    // With room for the largest message, pack writes straight into the ring; the record then takes only what it
-    // wrote. Otherwise this one may still fit: it is packed into the interface's buffer and copied in if it does
-    // (a copy more, only while the ring is that full).
-    uint8_t *dst = ch_.begin_record(max);
-    bool in_ring = dst != nullptr;
-    if (!in_ring) {
-        if (!ch_.can_push(sizeof(RecHdr))) return GDX_ERR_NO_RESOURCE; // not even an empty message fits: no packing
-        if ((dst = iface_->pack_buffer()) == nullptr) return GDX_ERR_NO_MEMORY;
-    }
-    size_t n = pack(dst, arg);
-    if (n > max) {
-        gdx_status_t st = GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp,
-                                   "am_bcopy id %u: the pack function wrote %zu bytes, more than max_am_bcopy %zu; "
-                                   "the endpoint fails (what lay behind that space may be overwritten)", id, n, max);
-        ch_.fail(st, "am_bcopy pack overrun");
-        return st;
-    }
-    if (in_ring) ch_.end_record(kRecAm, id, 0, n);
-    else if (!ch_.push(kRecAm, id, 0, dst, n, nullptr, 0)) return GDX_ERR_NO_RESOURCE;
-    *len = n;
-    return GDX_OK;
 }
 
 gdx_status_t ShmEp::flush(Completion *comp) {
@@ -527,7 +438,7 @@ bool ShmEp::on_record(const RecHdr &h, const uint8_t *rec) {
     size_t blen = h.len - sizeof(RecHdr);
     const uint8_t *body = rec + sizeof(RecHdr);
     switch (h.type) {
-    case kRecAm: iface_->deliver_am(this, h.id, body, blen); break;
+    case kRecAm: iface_->dispatch_am(h.id, this, body, blen); break;
     case kRecPutReq: handle_cma_request(true, body, blen); break;
     case kRecGetReq: {
         ReqBody r;
@@ -572,10 +483,24 @@ bool ShmEp::on_record(const RecHdr &h, const uint8_t *rec) {
 }
 
 void ShmEp::on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *fds, size_t nfds) {
-    if (type == kCtrlMapGrant) return on_map_grant(body, len, fds, nfds);
+    ShmMd &md = iface_->shm_md();
+    if (peer_map_.on_ctrl(type, body, len, fds, nfds, md.table(), md.shared())) return;
     for (size_t i = 0; i < nfds; ++i) close(fds[i]);
-    if (type == kCtrlMapReq) return on_map_req(body, len);
     protocol_error("unexpected control message");
+}
+
+// map_remote (kCapPeerMap): the peer-map service of the channel layer (peer_map.h) does the work; shm keys are
+// ids in the owner's RkeyTable.
+gdx_status_t ShmEp::map_remote(const RemoteKey &rkey, uint8_t **local) {
+    if (local == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "map_remote: null output");
+    if (gdx_status_t st = ch_.status(); st != GDX_OK) return st;
+    const auto *key = SoftRemoteKey::of(rkey, wire::TransportId::Shm);
+    constexpr unsigned kRW = kAccessRemoteRead | kAccessRemoteWrite;
+    if (key == nullptr || key->key_id() == 0 || (key->access() & kRW) != kRW) return GDX_ERR_UNSUPPORTED;
+    const size_t before = peer_map_.pending();
+    gdx_status_t st = peer_map_.map(key->key_id(), key->base(), key->length(), local);
+    if (peer_map_.pending() > before && active_ + before == 0) busy_since_ns_ = Hub::coarse_ns();
+    return st;
 }
 
 void ShmEp::on_failed(gdx_status_t status) {
@@ -588,7 +513,7 @@ void ShmEp::on_failed(gdx_status_t status) {
     for (auto &f : flushes_)
         if (f.second) f.second->complete(status);
     flushes_.clear();
-    fail_peer_maps(status);
+    peer_map_.fail(status);
     pending_.fail_all(); // they see the error from the operation they retry
 }
 
@@ -596,8 +521,8 @@ void ShmEp::on_failed(gdx_status_t status) {
 
 inline bool ShmEp::idle() {
     auto *mine = reinterpret_cast<const ShmExtra *>(ch_.local_extra());
-    return active_ + maps_pending_ == 0 && replies_.empty() && gets_.empty() && sendq_.empty() && pending_.empty() &&
-           mine->grant.seq.load(std::memory_order_acquire) == serviced_grant_ && ch_.rx_empty();
+    return active_ + peer_map_.pending() == 0 && replies_.empty() && gets_.empty() && sendq_.empty() &&
+           pending_.empty() && mine->grant.seq.load(std::memory_order_acquire) == serviced_grant_ && ch_.rx_empty();
 }
 
 void ShmEp::check_silence() {
@@ -609,7 +534,7 @@ void ShmEp::check_silence() {
     if (now - std::max(last_rx_ns_, busy_since_ns_) > iface_->tun().peer_timeout_ns) {
         ch_.fail(GDX_FAIL(GDX_ERR_TIMEOUT, kComp,
                           "pid %d silent for GDX_PEER_TIMEOUT with %zu operation(s) outstanding: declared dead",
-                          static_cast<int>(ch_.peer_pid()), active_ + maps_pending_),
+                          static_cast<int>(ch_.peer_pid()), active_ + peer_map_.pending()),
                  "peer timeout");
     }
 }
@@ -629,7 +554,7 @@ unsigned ShmEp::progress() {
         ++n;
     }
     n += pending_.dispatch([this] { return resources_free(); });
-    if (active_ + maps_pending_ > 0) check_silence();
+    if (active_ + peer_map_.pending() > 0) check_silence();
     return n;
 }
 

@@ -63,22 +63,6 @@ gdx_status_t ShmIface::ep_create(std::unique_ptr<Endpoint> *out) {
 
 void ShmIface::remove_ep(ShmEp *ep) { eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end()); }
 
-gdx_status_t ShmIface::set_am_handler(uint8_t id, AmHandler fn, void *arg) {
-    if (id >= kMaxAmId) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "set_am_handler: id %u >= %u", id, kMaxAmId);
-    handlers_[id] = {fn, arg};
-    return GDX_OK;
-}
-
-void ShmIface::deliver_am(ShmEp *ep, uint8_t id, const void *data, size_t len) {
-    if (id >= kMaxAmId || handlers_[id].fn == nullptr) {
-        char key[32];
-        std::snprintf(key, sizeof(key), "shm:no-am-handler:%u", id);
-        GDX_LOG_ONCE(log::Level::Warn, kComp, key, "active message id %u arrived with no handler set: dropped", id);
-        return;
-    }
-    handlers_[id].fn(handlers_[id].arg, ep, data, len);
-}
-
 uint8_t *ShmIface::pack_buffer() {
     if (!pack_buf_) {
         pack_buf_.reset(new (std::nothrow) uint8_t[caps_.max_am_bcopy]);

@@ -4,9 +4,13 @@
 #pragma once
 
 #include "core/log.h"
+#include "transport/ep_checks.h"
+#include "transport/iface_base.h"
 #include "transport/pending_queue.h"
 #include "transport/rkey_table.h"
+#include "transport/soft_key_md.h"
 #include "transport/shm/hub.h"
+#include "transport/shm/peer_map.h"
 #include "transport/shm/shm_proto.h"
 #include "transport/transport.h"
 
@@ -28,55 +32,38 @@ struct GrantQuiescer {
     ShmIface *iface = nullptr; // cleared when the interface closes
 };
 
-class ShmMemHandle final : public MemHandle {
+// A registration whose key, before it is revoked, waits for the copies a peer was granted under it.
+class ShmMemHandle final : public SoftKeyMemHandle {
   public:
     ShmMemHandle(void *addr, size_t len, const mem::MemInfo &info, unsigned access, std::shared_ptr<RkeyTable> t,
-                 std::shared_ptr<GrantQuiescer> q);
+                 std::shared_ptr<GrantQuiescer> q)
+        : SoftKeyMemHandle(addr, len, info, access, wire::TransportId::Shm, std::move(t)), quiescer_(std::move(q)) {}
     ~ShmMemHandle() override;
-    gdx_status_t pack_rkey(std::span<uint8_t> out) const override;
-    uint64_t key_id() const { return key_id_; }
 
   private:
-    friend class ShmMd;
-    std::shared_ptr<RkeyTable> table_;
     std::shared_ptr<GrantQuiescer> quiescer_;
-    uint64_t key_id_ = 0; // 0: opens nothing (no remote rights, or memory shm does not reach)
 };
 
-class ShmRemoteKey final : public RemoteKey {
+// The software-key domain of the transport base (soft_key_md.h), with shm's shared segments.
+class ShmMd final : public SoftKeyMd {
   public:
-    ShmRemoteKey(uint64_t key_id, uint64_t base, uint64_t len, unsigned access) : key_id_(key_id) {
-        base_ = base;
-        length_ = len;
-        access_ = access;
-    }
-    uint64_t key_id() const { return key_id_; }
-
-  private:
-    uint64_t key_id_;
-};
-
-class ShmMd final : public MemoryDomain {
-  public:
-    ShmMd() : table_(std::make_shared<RkeyTable>()), quiescer_(std::make_shared<GrantQuiescer>()) {}
-    std::string_view name() const override { return "shm"; }
-    gdx_status_t mem_reg(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
-                         std::unique_ptr<MemHandle> *out) override;
-    size_t rkey_packed_size() const override;
-    gdx_status_t rkey_unpack(std::span<const uint8_t> packed, std::unique_ptr<RemoteKey> *out) override;
-    RkeyTable &table() { return *table_; }
+    ShmMd()
+        : SoftKeyMd("shm", wire::TransportId::Shm, "host memory: CPU copies / cross-memory attach",
+                    "GPU memory goes by cuda_ipc, or is staged through shared slots"),
+          quiescer_(std::make_shared<GrantQuiescer>()) {}
     GrantQuiescer &quiescer() { return *quiescer_; }
 
-    // Shared segments (memfd, 0600, size-sealed) a peer may map once it holds a key to all of one (shm_peer_map.cpp).
-    gdx_status_t alloc_shared(size_t len, void **out) override;
-    void free_shared(void *p) override;
-    // The segment that starts at `base` and holds `len` bytes, or nullptr.
-    const Segment *shared_segment(uintptr_t base, size_t len) const;
+    // Shared segments (memfd, 0600, size-sealed) a peer may map once it holds a key to all of one (peer_map.h).
+    gdx_status_t alloc_shared(size_t len, void **out) override { return shared_.alloc(len, out); }
+    void free_shared(void *p) override { shared_.free(p); }
+    const SharedSegments &shared() const { return shared_; }
 
   private:
-    std::shared_ptr<RkeyTable> table_;
+    std::unique_ptr<SoftKeyMemHandle> make_handle(void *addr, size_t len, const mem::MemInfo &info,
+                                                  unsigned access) override;
+
     std::shared_ptr<GrantQuiescer> quiescer_;
-    std::map<uintptr_t, std::unique_ptr<Segment>> shared_; // by base address
+    SharedSegments shared_{"shm"};
 };
 
 // ---- the CMA grant mailboxes (in each segment's extra area; the peer writes both) -----------------------
@@ -97,7 +84,7 @@ struct ShmExtra {
 
 // ---- endpoint -------------------------------------------------------------------------------------------
 
-class ShmEp final : public Endpoint, public ChannelOwner {
+class ShmEp final : public RingAmEndpoint, public ChannelOwner {
   public:
     explicit ShmEp(ShmIface *iface);
     ~ShmEp() override;
@@ -109,8 +96,7 @@ class ShmEp final : public Endpoint, public ChannelOwner {
                      const RemoteKey &rkey, Completion *comp) override;
     gdx_status_t get(void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr, const RemoteKey &rkey,
                      Completion *comp) override;
-    gdx_status_t am_short(uint8_t id, const void *data, size_t len) override;
-    gdx_status_t am_bcopy(uint8_t id, const void *data, size_t len) override;
+    // am_short, am_bcopy: RingAmEndpoint's (through am_zcopy); the UCX glue calls these two instead (kCapAmInPlace)
     gdx_status_t am_short_iov(uint8_t id, std::span<const AmSeg> segs) override;
     gdx_status_t am_bcopy_pack(uint8_t id, AmPackFn pack, void *arg, size_t *len) override;
     gdx_status_t am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
@@ -160,8 +146,8 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     };
 
     gdx_status_t check_op(const char *what, size_t len, const RemoteKey &rkey, uint64_t raddr, unsigned need,
-                          const ShmRemoteKey **key);
-    gdx_status_t issue(OpKind kind, uint8_t *local, size_t len, uint64_t raddr, const ShmRemoteKey &key,
+                          const SoftRemoteKey **key);
+    gdx_status_t issue(OpKind kind, uint8_t *local, size_t len, uint64_t raddr, const SoftRemoteKey &key,
                        Completion *comp);
     Op *alloc_op();
     Op *find_op(uint64_t id);
@@ -187,10 +173,6 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     void log_refusal(gdx_status_t st, std::string_view cause, const char *fmt, ...) const
         __attribute__((format(printf, 4, 5)));
     void failed_at_peer(const Op &op, gdx_status_t st);
-    // map_remote's two halves (shm_peer_map.cpp): the owner answers a request, the requester maps the answer.
-    void on_map_req(const uint8_t *body, size_t len);
-    void on_map_grant(const uint8_t *body, size_t len, const int *fds, size_t nfds);
-    void fail_peer_maps(gdx_status_t status);
 
     ShmIface *iface_;
     Channel ch_;
@@ -211,13 +193,7 @@ class ShmEp final : public Endpoint, public ChannelOwner {
     // last seen arriving, and the channel's record count at that look.
     int64_t busy_since_ns_ = 0, last_rx_ns_ = 0;
     uint64_t rx_seen_ = 0;
-    struct PeerMap {                 // the peer's shared memory mapped here, by the peer's key id
-        gdx_status_t status = GDX_INPROGRESS;
-        Segment seg;
-        uint64_t remote_base = 0;    // the peer's address of seg's first byte
-    };
-    std::unordered_map<uint64_t, PeerMap> peer_maps_;
-    size_t maps_pending_ = 0;        // asked, not answered: outstanding work for the silence clock
+    PeerMapper peer_map_; // map_remote, and answers to the peer's (its pending requests count for the clock)
 };
 
 // ---- interface ------------------------------------------------------------------------------------------
@@ -228,17 +204,14 @@ struct ShmTunables {
     int64_t peer_timeout_ns = 10'000'000'000;
 };
 
-class ShmIface final : public Interface {
+class ShmIface final : public InterfaceBase {
   public:
     static gdx_status_t create(const Config &cfg, std::unique_ptr<Interface> *out);
     ~ShmIface() override;
 
-    std::string_view transport_name() const override { return "shm"; }
     std::string_view device_name() const override { return "memory"; }
-    const Capabilities &caps() const override { return caps_; }
     MemoryDomain &md() override { return md_; }
     gdx_status_t ep_create(std::unique_ptr<Endpoint> *out) override;
-    gdx_status_t set_am_handler(uint8_t id, AmHandler fn, void *arg) override;
     unsigned progress() override;
     int wakeup_fd() const override { return hub_->wakeup_fd(); }
     gdx_status_t arm_wakeup() override;
@@ -248,7 +221,6 @@ class ShmIface final : public Interface {
     const ShmTunables &tun() const { return tun_; }
     void add_ep(ShmEp *ep) { eps_.push_back(ep); }
     void remove_ep(ShmEp *ep);
-    void deliver_am(ShmEp *ep, uint8_t id, const void *data, size_t len);
     // max_am_bcopy bytes for ShmEp::am_bcopy_pack while a ring is too full to pack in place (made on first use;
     // nullptr, logged, when out of memory).
     uint8_t *pack_buffer();
@@ -260,15 +232,10 @@ class ShmIface final : public Interface {
     void quiesce_key(uint64_t key);
 
   private:
-    ShmIface() = default;
+    ShmIface() : InterfaceBase("shm") {}
     std::unique_ptr<Hub> hub_;
     ShmMd md_;
-    Capabilities caps_;
     ShmTunables tun_;
-    struct Handler {
-        AmHandler fn = nullptr;
-        void *arg = nullptr;
-    } handlers_[kMaxAmId];
     std::vector<ShmEp *> eps_;
     std::unique_ptr<uint8_t[]> pack_buf_;
 };

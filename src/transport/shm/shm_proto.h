@@ -3,6 +3,7 @@
 #pragma once
 
 #include "transport/shm/channel.h"
+#include "transport/shm/peer_map.h" // the peer-map service's control messages (kCtrlMapReq, kCtrlMapGrant)
 
 #include <cstdint>
 
@@ -14,10 +15,6 @@ inline constexpr uint8_t kRecGetReq = kRecOwnerFirst + 2;  // ReqBody; flags kFl
 inline constexpr uint8_t kRecOpDone = kRecOwnerFirst + 3;  // DoneBody: an operation finished at the target
 inline constexpr uint8_t kRecPutData = kRecOwnerFirst + 4; // PutDataBody + bytes; flags kFlagLast
 inline constexpr uint8_t kRecGetData = kRecOwnerFirst + 5; // GetDataBody + bytes; flags kFlagLast
-
-// Mapping a peer's shared memory (Endpoint::map_remote) goes over the control socket, which carries the memfd.
-inline constexpr uint16_t kCtrlMapReq = kCtrlOwnerFirst + 0;   // MapReqBody: "map me what this key opens"
-inline constexpr uint16_t kCtrlMapGrant = kCtrlOwnerFirst + 1; // MapGrantBody, + the segment's memfd on GDX_OK
 
 inline constexpr uint16_t kFlagLast = 1;
 inline constexpr uint16_t kFlagRing = 2;
@@ -47,15 +44,4 @@ struct GetDataBody {
     uint64_t reserved[4];
 };
 static_assert(sizeof(RecHdr) + sizeof(PutDataBody) == 64 && sizeof(RecHdr) + sizeof(GetDataBody) == 64);
-struct MapReqBody {
-    uint64_t key, base, len; // the key as the requester unpacked it; the owner checks all three
-};
-struct MapGrantBody {
-    uint64_t key;
-    int32_t status;    // GDX_OK (one fd follows) or why not
-    uint32_t reserved;
-    uint64_t seg_base; // the owner's address of the segment's first byte
-    uint64_t seg_size;
-};
-
 } // namespace gdx::tp::shm

@@ -212,6 +212,8 @@ gdx_status_t Conn::recheck_sources(const RkeyTable::Pin &pin) {
     return GDX_OK;
 }
 
+// Picks queued messages in wire order into one sendmsg, then accounts a partial write message by message: a little
+// over the ~80-line rule, kept whole because the pick and the accounting walk the same rings in the same order.
 void Conn::flush_tx() {
     if (state_ == State::Closed || state_ == State::Connecting || write_waiting_ || in_flush_tx_) return;
     in_flush_tx_ = true;

@@ -1,5 +1,6 @@
 // The endpoint: argument checks, connection role, back-pressure (pending queue).
 #include "core/error.h"
+#include "transport/ep_checks.h"
 #include "transport/tcp/tcp_internal.h"
 
 #include <cinttypes>
@@ -136,14 +137,15 @@ gdx_status_t TcpEndpoint::ready_for_op(const char *what) {
     return GDX_OK;
 }
 
+// The initiator's checks of a put or get (check_local, check_remote). Under gdx_put they repeat what the staging
+// layer checked once (fallback/region_table.h); they stay because the UCX module calls this transport directly,
+// where they are the only initiator-side check, and they refuse a bad key without a round trip. What protects
+// the target is its own check against its record (rkey_table.cpp).
 gdx_status_t TcpEndpoint::check_local(const char *what, const void *buf, size_t len, const MemHandle *memh,
                                       unsigned need) {
-    if (buf == nullptr && len > 0) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: null buffer of %zu bytes", what, len);
-    if (len > kMaxBulk)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s of %zu bytes exceeds the tcp limit of %" PRIu64, what, len,
-                        kMaxBulk);
+    if (gdx_status_t st = check_rma_buffer(*iface_, what, buf, len, kMaxBulk); st != GDX_OK) return st;
     if (memh == nullptr) return GDX_OK; // host memory needs no local registration with tcp
-    if (dynamic_cast<const TcpMemHandle *>(memh) == nullptr)
+    if (SoftKeyMemHandle::of(memh, wire::TransportId::Tcp) == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: memory handle registered with another transport", what);
     uintptr_t b = reinterpret_cast<uintptr_t>(buf), base = reinterpret_cast<uintptr_t>(memh->addr());
     if (!wire::range_inside(b, len, base, memh->length()))
@@ -160,23 +162,18 @@ gdx_status_t TcpEndpoint::check_local(const char *what, const void *buf, size_t 
 
 gdx_status_t TcpEndpoint::check_remote(const char *what, uint64_t addr, size_t len, const RemoteKey &rkey,
                                        unsigned need, uint64_t *key_id) {
-    const auto *k = dynamic_cast<const TcpRemoteKey *>(&rkey);
+    const SoftRemoteKey *k = SoftRemoteKey::of(rkey, wire::TransportId::Tcp);
     if (k == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: remote key unpacked by another transport", what);
-    // Refused here without a round trip when the key itself says no; the target checks again against its
-    // own record, which is what protects it (a forged key passes this check and fails there).
-    if ((k->access() & need) != need)
-        return fail(GDX_ERR_ACCESS_DENIED, log::Level::Warn, "tcp", "%s refused: key 0x%016" PRIx64 " grants no remote %s",
-                    what, k->key_id(), need == kAccessRemoteWrite ? "write" : "read");
-    if (!wire::range_inside(addr, len, k->base(), k->length()))
-        return fail(GDX_ERR_ACCESS_DENIED, log::Level::Warn, "tcp",
-                    "%s refused: 0x%" PRIx64 "+%zu lies outside key 0x%016" PRIx64 " (0x%" PRIx64 "+%" PRIu64 ")", what,
-                    addr, len, k->key_id(), k->base(), k->length());
+    if (gdx_status_t st = check_key_claims(*iface_, what, addr, len, rkey, need); st != GDX_OK) return st;
     *key_id = k->key_id();
     return GDX_OK;
 }
 
+// Every operation checks its arguments (ep_checks.h reads the interface's caps), then the connection. An endpoint
+// whose interface went first (orphan()) has no interface to check against: it answers its error at once.
 gdx_status_t TcpEndpoint::put(const void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr,
                               const RemoteKey &rkey, Completion *comp) {
+    if (iface_ == nullptr) return ready_for_op("put");
     uint64_t key = 0;
     gdx_status_t st = check_local("put", buf, len, lmemh, kAccessLocalRead);
     if (st == GDX_OK) st = check_remote("put", remote_addr, len, rkey, kAccessRemoteWrite, &key);
@@ -195,6 +192,7 @@ gdx_status_t TcpEndpoint::put(const void *buf, size_t len, const MemHandle *lmem
 
 gdx_status_t TcpEndpoint::get(void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr,
                               const RemoteKey &rkey, Completion *comp) {
+    if (iface_ == nullptr) return ready_for_op("get");
     uint64_t key = 0;
     gdx_status_t st = check_local("get", buf, len, lmemh, kAccessLocalWrite);
     if (st == GDX_OK) st = check_remote("get", remote_addr, len, rkey, kAccessRemoteRead, &key);
@@ -204,17 +202,9 @@ gdx_status_t TcpEndpoint::get(void *buf, size_t len, const MemHandle *lmemh, uin
     return conn_->post_get(static_cast<uint8_t *>(buf), len, key, remote_addr, comp);
 }
 
-namespace {
-gdx_status_t check_am(const char *what, uint8_t id, const void *data, size_t len, size_t max) {
-    if (id >= kMaxAmId) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: AM id %u out of range (< %u)", what, id, kMaxAmId);
-    if (data == nullptr && len > 0) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s: null data of %zu bytes", what, len);
-    if (len > max) return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "%s of %zu bytes exceeds %zu", what, len, max);
-    return GDX_OK;
-}
-} // namespace
-
 gdx_status_t TcpEndpoint::am_short(uint8_t id, const void *data, size_t len) {
-    gdx_status_t st = check_am("am_short", id, data, len, kMaxAmShort);
+    if (iface_ == nullptr) return ready_for_op("am_short");
+    gdx_status_t st = check_am_short(*iface_, id, data, len);
     if (st == GDX_OK) st = ready_for_op("am_short");
     if (st == GDX_OK) st = before_main_op();
     if (st != GDX_OK) return st;
@@ -222,7 +212,8 @@ gdx_status_t TcpEndpoint::am_short(uint8_t id, const void *data, size_t len) {
 }
 
 gdx_status_t TcpEndpoint::am_bcopy(uint8_t id, const void *data, size_t len) {
-    gdx_status_t st = check_am("am_bcopy", id, data, len, kMaxAmBcopy);
+    if (iface_ == nullptr) return ready_for_op("am_bcopy");
+    gdx_status_t st = check_am_bcopy(*iface_, id, data, len);
     if (st == GDX_OK) st = ready_for_op("am_bcopy");
     if (st == GDX_OK) st = before_main_op();
     if (st != GDX_OK) return st;
@@ -231,8 +222,8 @@ gdx_status_t TcpEndpoint::am_bcopy(uint8_t id, const void *data, size_t len) {
 
 gdx_status_t TcpEndpoint::am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
                                    const MemHandle *memh, Completion *comp) {
-    gdx_status_t st = check_am("am_zcopy header", id, header, header_len, kMaxAmShort);
-    if (st == GDX_OK) st = check_am("am_zcopy", id, payload, len, kMaxAmZcopy - header_len);
+    if (iface_ == nullptr) return ready_for_op("am_zcopy");
+    gdx_status_t st = check_am_zcopy(*iface_, id, header, header_len, payload, len);
     if (st == GDX_OK) st = check_local("am_zcopy", payload, len, memh, kAccessLocalRead);
     if (st == GDX_OK) st = ready_for_op("am_zcopy");
     if (st == GDX_OK) st = before_main_op();

@@ -19,7 +19,7 @@
 namespace gdx::tp::tcp {
 
 TcpIface::TcpIface(std::string device, const Config &cfg)
-    : device_(std::move(device)), work_(asio::make_work_guard(io_)), acceptor_(io_) {
+    : InterfaceBase("tcp"), device_(std::move(device)), work_(asio::make_work_guard(io_)), acceptor_(io_) {
     tx_depth_ = static_cast<uint32_t>(cfg.uint(TcpVar::TCP_TX_DEPTH));
     peer_timeout_ = cfg.duration(TransportVar::PEER_TIMEOUT);
     conn_timeout_ = cfg.duration(TransportVar::CONN_TIMEOUT);
@@ -269,24 +269,6 @@ gdx_status_t TcpIface::ep_create(std::unique_ptr<Endpoint> *out) {
         return GDX_FAIL(GDX_ERR_NO_MEMORY, "tcp", "ep_create: out of memory");
     }
     return GDX_OK;
-}
-
-gdx_status_t TcpIface::set_am_handler(uint8_t id, AmHandler fn, void *arg) {
-    if (id >= kMaxAmId)
-        return GDX_FAIL(GDX_ERR_INVALID_PARAM, "tcp", "set_am_handler: id %u out of range (< %u)", id, kMaxAmId);
-    am_[id] = {fn, arg};
-    return GDX_OK;
-}
-
-void TcpIface::deliver_am(TcpEndpoint *ep, uint8_t id, const uint8_t *data, size_t len) {
-    const Handler &h = am_[id];
-    if (h.fn == nullptr) {
-        char key[48];
-        std::snprintf(key, sizeof(key), "tcp-am-unhandled-%u", id);
-        GDX_LOG_ONCE(log::Level::Warn, "tcp", key, "active message id %u arrived but has no handler; dropped", id);
-        return;
-    }
-    h.fn(h.arg, ep, data, len);
 }
 
 void TcpIface::complete_later(Completion *comp, gdx_status_t st) {

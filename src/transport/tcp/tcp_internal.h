@@ -15,6 +15,7 @@
 #pragma once
 
 #include "core/config.h"
+#include "transport/iface_base.h"
 #include "transport/pending_queue.h"
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/tcp_address.h"
@@ -408,19 +409,16 @@ class TcpEndpoint final : public Endpoint {
     std::deque<std::unique_ptr<FlushWait>> flushes_;
 };
 
-class TcpIface final : public Interface {
+class TcpIface final : public InterfaceBase {
   public:
     TcpIface(std::string device, const Config &cfg);
     ~TcpIface() override;
     // Opens the listener on `listen_ip` (port 0: ephemeral) and the wakeup machinery.
     gdx_status_t init(const asio::ip::address &listen_ip, bool loopback, double link_Bps);
 
-    std::string_view transport_name() const override { return "tcp"; }
     std::string_view device_name() const override { return device_; }
-    const Capabilities &caps() const override { return caps_; }
     MemoryDomain &md() override { return md_; }
     gdx_status_t ep_create(std::unique_ptr<Endpoint> *out) override;
-    gdx_status_t set_am_handler(uint8_t id, AmHandler fn, void *arg) override;
     unsigned progress() override;
     int wakeup_fd() const override { return epoll_fd_; }
     gdx_status_t arm_wakeup() override;
@@ -437,7 +435,6 @@ class TcpIface final : public Interface {
     int sockbuf() const { return sockbuf_; }
     void complete_later(Completion *comp, gdx_status_t st);
     void deliver_completions();
-    void deliver_am(TcpEndpoint *ep, uint8_t id, const uint8_t *data, size_t len);
     uint8_t *bcopy_get();
     void bcopy_put(uint8_t *buf);
     std::span<uint8_t> discard_buffer() { return discard_; }
@@ -468,7 +465,6 @@ class TcpIface final : public Interface {
     gdx_status_t arm_timer();
 
     std::string device_;
-    Capabilities caps_;
     TcpMd md_;
     uint64_t id_ = 0;
     TcpAddress listen_;
@@ -497,11 +493,6 @@ class TcpIface final : public Interface {
         gdx_status_t status;
     };
     std::vector<Done> done_, delivering_;
-    struct Handler {
-        AmHandler fn = nullptr;
-        void *arg = nullptr;
-    };
-    Handler am_[kMaxAmId];
     std::vector<std::unique_ptr<uint8_t[]>> bcopy_all_;
     std::vector<uint8_t *> bcopy_free_;
     std::vector<uint8_t> discard_;

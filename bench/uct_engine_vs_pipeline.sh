@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# UCP over gdx with GPU memory, the three ways a UCX user can get it, in one run (issue 18's first bar): one GPU, two
+# processes on it, MPS on (without it the two contexts time-slice: a scheduler figure, not a transport's).
+#
+#   bench/uct_engine_vs_pipeline.sh --out FILE [--ucx-prefix DIR] [--ucx-src DIR] [--build DIR] [--mem cuda|host]
+#        [--gpu N] [--rounds N] [--sizes "1M 256M"] [--cpus A,B] [--no-build]
+#
+# Per round, alternating (drift on a shared machine hits all three alike), ucx_perftest tag_bw -m MEM,MEM:
+#   engine    libuct_gdx over gdx_shm, put/get zcopy through the staging engine (the default: UCP hands the CUDA
+#             buffers to gdx, which stages them fragment by fragment through its bounce pools);
+#   pipeline  the same module with GDX_UCT_ENGINE=no: CUDA stays out of gdx_shm's reg_mem_types, so UCP stages it
+#             itself (its rendezvous pipeline, copies through gdx_copy, host fragments over gdx_shm);
+#   ucx       upstream UCX with CUDA alone, UCX_TLS=sm,cuda_copy (sm with host memory).
+# The module is built against the UCX under test (--ucx-prefix, its release sources --ucx-src; default
+# /tmp/ucx-cuda and /tmp/ucx-build, what scripts/device-run.sh makes) and loaded by UCX itself (UCX_PLUGIN_PATH,
+# UCX >= 1.22; tools/gdx-run). Every engine run's path totals (GDX_UCT_STATS) are printed beside its figure, so a
+# number that did not go through the engine shows. Medians over the rounds make the table; the output ends with one
+# line per bar: `bar <what>: gdx <value> vs <peer> <value> = <ratio>x` (GB/s = 1e9 B/s; ucx_perftest's MB/s are MiB/s
+# and are converted). --mem host runs the same on a machine without a GPU (the script's own test: no bar is met or
+# missed there, the figures are host memory's).
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out="" prefix=/tmp/ucx-cuda src=/tmp/ucx-build build="" mem=cuda gpu=0 rounds=3 sizes="1M 256M" cpus="" nobuild=0
+cmdline="$0 $*"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out="$2"; shift 2 ;;
+    --ucx-prefix) prefix="$2"; shift 2 ;;
+    --ucx-src) src="$2"; shift 2 ;;
+    --build) build="$2"; shift 2 ;;
+    --mem) mem="$2"; shift 2 ;;
+    --gpu) gpu="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --sizes) sizes="$2"; shift 2 ;;
+    --cpus) cpus="$2"; shift 2 ;;
+    --no-build) nobuild=1; shift ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "uct_engine_vs_pipeline.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+die() { echo "uct_engine_vs_pipeline.sh: $*" >&2; exit 2; }
+[ -n "$out" ] || die "--out FILE is required"
+case "$mem" in cuda|host) ;; *) die "--mem takes cuda or host, not '$mem'" ;; esac
+[ -x "$prefix/bin/ucx_perftest" ] && [ -x "$prefix/bin/ucx_info" ] || die "no UCX install at $prefix (--ucx-prefix)"
+[ -f "$src/src/uct/base/uct_iface.h" ] || die "no UCX source tree at $src (--ucx-src)"
+build=${build:-$root/build-uct-bench}
+work="${out%.txt}.d"
+mkdir -p "$(dirname "$out")" "$work" || exit 2
+exec > >(tee "$out") 2>&1
+export PATH="$prefix/bin:$PATH" LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+echo "# command: $cmdline"
+echo "# date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')  host: $(hostname)  cpus: $(nproc)  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# gdx: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) ($(git status --porcelain 2>/dev/null | wc -l) files changed)"
+ucx_info -v | sed 's/^/# ucx: /'
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/# gpu: /'
+
+# ---- the module, built against this UCX ------------------------------------------------------------------------
+if [ "$nobuild" = 0 ]; then
+  t0=$(date +%s)
+  gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+  if ! { cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGDX_BUILD_TESTS=OFF \
+           -DGDX_UCX_PREFIX="$prefix" -DGDX_UCX_SRC_DIR="$src" -DGDX_UCX_INFO="$prefix/bin/ucx_info" &&
+         cmake --build "$build" -j "$(nproc)" --target uct_gdx; } > "$work/build.log" 2>&1; then
+    tail -30 "$work/build.log"; die "building libuct_gdx against $prefix failed ($work/build.log)"
+  fi
+  grep "gdx: libuct_gdx" "$work/build.log" | sed 's/ (.*//; s/^-- /# /'
+  echo "# module built in $(( $(date +%s) - t0 )) s"
+fi
+module="$build/src/uct/libuct_gdx.so.0"
+[ -f "$module" ] || die "no module at $module (built without --no-build?)"
+
+# ---- MPS (two processes on one GPU) ----------------------------------------------------------------------------
+mps_started=0
+if [ "$mem" = cuda ]; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log CUDA_VISIBLE_DEVICES="$gpu"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  mpsctl=$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)
+  if [ -x "$mpsctl" ] && "$mpsctl" -d; then mps_started=1; echo "# MPS daemon started by this script"; sleep 1
+  else echo "# MPS could not be started: the two processes time-slice the GPU; figures are not representative"; fi
+fi
+stop_mps() { [ "$mps_started" = 1 ] && echo quit | "$mpsctl" && echo "# MPS daemon stopped"; }
+trap stop_mps EXIT
+
+# ---- one measurement ---------------------------------------------------------------------------------------------
+pin=(); pin_cli=()
+if [ -n "$cpus" ]; then pin=(taskset -c "${cpus%%,*}"); pin_cli=(taskset -c "${cpus#*,}"); fi
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# measure CONFIG BYTES -> "GB/s<TAB>path" (n/a when a side failed); raw output appended to $work/CONFIG.log
+measure() {
+  local config="$1" size="$2" iters=1000 port spid crc src line path=""
+  local -a run=(ucx_perftest -t tag_bw -m "$mem,$mem" -s "$size")
+  local -a envs=(env UCX_TLS="sm,cuda_copy")
+  [ "$mem" = host ] && envs=(env UCX_TLS=sm)
+  [ "$size" -ge 100000000 ] && iters=20
+  case "$config" in
+    engine) envs=(env GDX_UCT_STATS=yes tools/gdx-run --module "$module" --tls gdx_shm) ;;
+    pipeline) envs=(env GDX_UCT_ENGINE=no GDX_UCT_STATS=yes tools/gdx-run --module "$module" --tls gdx_shm) ;;
+  esac
+  port=$(free_port)
+  timeout 300 "${envs[@]}" "${pin[@]}" "${run[@]}" -n "$iters" -p "$port" > "$work/srv.log" 2>&1 &
+  spid=$!
+  sleep 1
+  timeout 300 "${envs[@]}" "${pin_cli[@]}" "${run[@]}" -n "$iters" -p "$port" 127.0.0.1 > "$work/cli.log" 2>&1
+  crc=$?
+  wait "$spid"; src=$?
+  cat "$work/srv.log" "$work/cli.log" >> "$work/$config.log"
+  line=$(sed -n 's/^Final:[[:space:]]*//p' "$work/cli.log" | tail -1)
+  if [ "$config" != ucx ]; then # what the engine carried, summed over both processes ("none": it was off)
+    path=$(sed -n 's/.* gdx_shm path totals: direct \([0-9]*\) B .*, staged \([0-9]*\) B .*/\1 \2/p' \
+             "$work/srv.log" "$work/cli.log" | awk '{d += $1; s += $2} END {if (NR == 0) print "engine off";
+             else printf "engine: direct %.0f MB, staged %.0f MB", d / 1e6, s / 1e6}')
+  fi
+  if [ "$crc" != 0 ] || [ "$src" != 0 ] || [ -z "$line" ]; then
+    printf 'n/a\tclient exit %s, server exit %s (%s.log)\n' "$crc" "$src" "$config"
+    return
+  fi
+  awk -v p="$path" '{printf "%.2f\t%s\n", $6 * 1048576 / 1e9, p}' <<<"$line"
+}
+
+declare -A res
+configs="engine pipeline ucx"
+for r in $(seq "$rounds"); do
+  echo "# round $r"
+  for s in $sizes; do
+    bytes=$(numfmt --from=iec "$s")
+    for c in $configs; do
+      IFS=$'\t' read -r v p < <(measure "$c" "$bytes")
+      res[$c,$s]+=" $v"
+      printf '%-9s tag_bw %-5s %8s GB/s  %s\n' "$c" "$s" "$v" "${p:+[$p]}"
+    done
+  done
+done
+
+median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print "n/a"; else print v[int((NR+1)/2)]}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a/b; else print "n/a" }'; }
+echo
+echo "# medians over $rounds rounds, tag_bw GB/s, $mem memory on both sides"
+printf '%-10s %10s %10s %10s\n' size engine pipeline ucx
+for s in $sizes; do
+  printf '%-10s %10s %10s %10s\n' "$s" "$(median <<<"${res[engine,$s]}")" "$(median <<<"${res[pipeline,$s]}")" \
+         "$(median <<<"${res[ucx,$s]}")"
+done
+peer_tls="sm,cuda_copy"; [ "$mem" = host ] && peer_tls=sm
+for s in $sizes; do
+  g=$(median <<<"${res[engine,$s]}") p=$(median <<<"${res[pipeline,$s]}") u=$(median <<<"${res[ucx,$s]}")
+  echo "bar tag_bw $s $mem over gdx_shm, engine >= 1.3x UCP's own pipeline (GDX_UCT_ENGINE=no): gdx $g vs pipeline $p = $(ratio "$g" "$p")x"
+  echo "bar tag_bw $s $mem, gdx engine >= 1.3x upstream UCX $peer_tls: gdx $g vs ucx $u = $(ratio "$g" "$u")x"
+done

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# A peer that dies mid-transfer, and bad input, through UCP over a gdx transport (ucp_fail_check.c): the survivor's
+# request must end with an error status, gdx's reason must be in its log, and nothing may hang (every process is
+# bounded; a hang is a failure, its duration is never asserted). The environment says how the engine runs
+# (ctest sets GDX_FAULT_P2P_EVERY=1: every fragment staged, so the engine's own protocol is what the death
+# interrupts; GDX_PEER_TIMEOUT=2s: the silence clock that notices a stopped peer).
+#   test_ucp_fail.sh GDX_RUN MODULE UCP_FAIL_CHECK TL SCENARIO [CHECK-ARGS...]
+. "$(dirname "$0")/lib.sh"
+gdx_run="$1" module="$2" check="$3" tl="$4" scenario="$5"
+shift 5
+require_tl "$module" "$tl"
+log="${TMPDIR:-/tmp}/uct-fail-$tl-$scenario-$$"
+aux=(); [ -n "${GDX_RUN_AUX:-}" ] && aux=(--aux "$GDX_RUN_AUX")
+run=("$gdx_run" --module "$module" --tls "$tl" "${aux[@]}" "$check" -s "$scenario" -t 100 "$@")
+port=$(free_port)
+timeout 120 "${run[@]}" -p "$port" >"$log.victim" 2>&1 &
+vpid=$!
+wait_listen "$port" "$vpid"
+timeout 120 "${run[@]}" -p "$port" 127.0.0.1 >"$log.survivor" 2>&1
+src=$?
+wait "$vpid"
+vrc=$?
+show() { echo "--- victim (exit $vrc) ---"; tail -20 "$log.victim"; echo "--- survivor (exit $src) ---"; tail -30 "$log.survivor"; }
+grep -h "^ucp_fail_check:" "$log.survivor"
+[ "$src" = 0 ] || { show; fail "survivor exit $src (1: wrong outcome, 3 or 124: it hung)"; }
+case "$scenario" in
+  *-kill|*-stop)
+    # killed: by itself (kill) or by the survivor once it gave up (stop); 137 = 128 + SIGKILL, through timeout
+    [ "$vrc" = 137 ] || { show; fail "the victim was not killed (exit $vrc)"; }
+    # gdx's reason for the failed request, where a UCX user looks (the module's log, once per peer and status)
+    grep -qE "uct +WARN +$tl to peer [0-9a-f]+: a (get|put) of [0-9]+ bytes failed" "$log.survivor" ||
+      { show; fail "no line of gdx's saying why the request failed"; }
+    grep -hE "uct +WARN +$tl to peer" "$log.survivor" | head -1 | sed 's/^.*WARN  /# /' ;;
+  *)
+    [ "$vrc" = 0 ] || { show; fail "victim exit $vrc"; }
+    # UCX's error carries gdx's reason (the glue repeats it in UCX's log)
+    if [ "$scenario" = badkey ]; then
+      grep -qE "$tl: rkey_unpack failed: invalid parameter \(rkey_unpack \($tl\)" "$log.survivor" ||
+        { show; fail "UCX's log does not say why gdx refused the key"; }
+    fi ;;
+esac
+rm -f "$log.victim" "$log.survivor"
+echo "PASS"

@@ -1,0 +1,304 @@
+/* UCP over gdx when the peer dies or the input is bad (issue 18, d3): nothing hangs, and the failure reaches the
+ * UCP request as an error status. Two processes under tools/gdx-run; the server is the victim, the client the
+ * survivor, which decides the outcome:
+ *
+ *   victim:    gdx-run ucp_fail_check -s SCENARIO [-S SIZE] [-p PORT] [-t SECONDS]
+ *   survivor:  gdx-run ucp_fail_check -s SCENARIO [-S SIZE] [-p PORT] [-t SECONDS] VICTIM_HOST
+ *
+ * Scenarios (host memory; SIZE default 256 MiB):
+ *   tag-kill, tag-stop  the victim sends a SIZE-byte tag message (rendezvous: the survivor gets it through the
+ *                       staging engine); once the survivor has received the request and progressed its get for 20 ms
+ *                       (staged, SIZE takes far longer), the victim is killed
+ *                       (SIGKILL) or stopped (SIGSTOP; the survivor kills it at the end). The survivor's receive
+ *                       must complete with an error (the transport's, or the engine's silence clock:
+ *                       GDX_PEER_TIMEOUT), and its endpoint must close;
+ *   get-kill, get-stop  the same with ucp_get_nbx of the victim's SIZE-byte registration (UCX >= 1.16: 1.13 emulates
+ *                       RMA over active messages, which wait for the peer's answer for ever);
+ *   badkey              the victim's packed rkey with gdx's key inside corrupted: ucp_ep_rkey_unpack must refuse it;
+ *                       then (-r, UCX >= 1.16, staged: GDX_FAULT_P2P_EVERY=1) a well-formed key naming a region the
+ *                       victim never had: the get fails (the victim refuses to serve it);
+ * No "get after ucp_mem_unmap" scenario: from 1.16 on, ucp_mem_map of user memory goes through UCP's registration
+ * cache and ucp_mem_unmap returns the region to that cache (ucp_mm.c), so the UCT registration, and with it gdx's
+ * key, stays valid until UCP evicts it; that a key stops working at uct_md_mem_dereg is checked at the UCT level
+ * (uct_loopback_check: "get_zcopy from deregistered memory" must fail).
+ * The survivor prints "ucp_fail_check: PASS: <what happened>" and exits 0 when the outcome is the expected one,
+ * 1 otherwise; 2 setup error, 3 timeout (alarm: something hung). The victim of a kill/stop scenario dies by SIGKILL. */
+#define PROG "ucp_fail_check"
+#include "ucp_pair.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <time.h>
+
+enum { TAG = 7 };
+
+static ucp_pair_t g;
+static size_t g_size = 256u << 20;
+static int g_rma;
+
+static void on_alarm(int sig)
+{
+    static const char msg[] = "ucp_fail_check: timed out (alarm): something hung\n";
+    ssize_t rc = write(2, msg, sizeof(msg) - 1);
+    (void)sig;
+    (void)rc;
+    _exit(3);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *alloc_pattern(size_t len, uint8_t seed)
+{
+    uint8_t *p = malloc(len);
+    if (p == NULL) {
+        DIE(2, "out of memory for %zu bytes", len);
+    }
+    for (size_t i = 0; i < len; ++i) {
+        p[i] = (uint8_t)(i * 31u + seed);
+    }
+    return p;
+}
+
+/* Registers buf and sends {address, packed rkey} to the peer. */
+static ucp_mem_h expose(void *buf, size_t len)
+{
+    ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                               .address = buf, .length = len};
+    ucp_mem_h memh;
+    void *rkey;
+    size_t rkey_len;
+    uint64_t hdr[2];
+    UCS(ucp_mem_map(g.ctx, &mp, &memh));
+    UCS(ucp_rkey_pack(g.ctx, memh, &rkey, &rkey_len));
+    hdr[0] = (uint64_t)(uintptr_t)buf;
+    hdr[1] = rkey_len;
+    xfer(g.fd, hdr, sizeof(hdr), 1);
+    xfer(g.fd, rkey, rkey_len, 1);
+    ucp_rkey_buffer_release(rkey);
+    return memh;
+}
+
+/* The victim: serves the transfer (progress) until the survivor says how to die, or, without one, that it is done. */
+static int victim(const char *scenario)
+{
+    uint32_t pid = (uint32_t)getpid();
+    void *buf = alloc_pattern(g_size, 1), *req = NULL;
+    ucp_mem_h memh = NULL;
+    char cmd = 0;
+    xfer(g.fd, &pid, sizeof(pid), 1);
+    if (strncmp(scenario, "tag-", 4) == 0) {
+        ucp_request_param_t p = {0};
+        req = ucp_tag_send_nbx(g.ep, buf, g_size, TAG, &p);
+    } else {
+        memh = expose(buf, g_size);
+    }
+    for (;;) { /* progress until told what to do (kill, stop) or that it is over (done) */
+        struct pollfd pfd = {.fd = g.fd, .events = POLLIN};
+        ucp_worker_progress(g.worker);
+        if (poll(&pfd, 1, 0) > 0) {
+            xfer(g.fd, &cmd, 1, 0);
+            break;
+        }
+    }
+    if (cmd == 'k') {
+        raise(SIGKILL); /* mid-transfer, as a crash would */
+    } else if (cmd == 's') {
+        raise(SIGSTOP); /* the survivor kills it once it has given up on it */
+    }
+    if (req != NULL && !UCS_PTR_IS_ERR(req)) {
+        ucp_request_cancel(g.worker, req);
+        ucp_pair_wait(&g, req);
+    }
+    if (memh != NULL) {
+        UCS(ucp_mem_unmap(g.ctx, memh));
+    }
+    ucp_pair_close(&g, 0);
+    free(buf);
+    return 0;
+}
+
+/* Progress `req` for a while (the transfer is under way), tell the victim how to die, then wait for the request:
+ * it must fail. */
+static int survive(void *req, char how, uint32_t pid, const char *what)
+{
+    ucs_status_t st;
+    double until = now_s() + 0.02; /* a fraction of what SIZE takes staged: the transfer is still under way */
+    while (now_s() < until && ucp_request_check_status(req) == UCS_INPROGRESS) {
+        ucp_worker_progress(g.worker);
+    }
+    if (ucp_request_check_status(req) != UCS_INPROGRESS) {
+        printf("ucp_fail_check: FAIL: the %s finished before the victim died (%s): nothing was tested\n", what,
+               ucs_status_string(ucp_request_check_status(req)));
+        kill((pid_t)pid, SIGKILL);
+        return 1;
+    }
+    xfer(g.fd, &how, 1, 1);
+    st = ucp_pair_wait(&g, req);
+    if (how == 's') {
+        kill((pid_t)pid, SIGKILL); /* it stayed stopped all along: the failure came from the silence clock */
+    }
+    if (st == UCS_OK) {
+        printf("ucp_fail_check: FAIL: the %s succeeded although the victim was %s mid-transfer\n", what,
+               how == 'k' ? "killed" : "stopped");
+        return 1;
+    }
+    printf("ucp_fail_check: PASS: the %s failed with '%s' after the victim was %s mid-transfer\n", what,
+           ucs_status_string(st), how == 'k' ? "killed" : "stopped");
+    return 0;
+}
+
+/* The victim's address and packed rkey (the survivor's half of the RMA scenarios). */
+static size_t recv_key(uint64_t *addr, uint8_t *key, size_t max)
+{
+    uint64_t hdr[2];
+    xfer(g.fd, hdr, sizeof(hdr), 0);
+    if (hdr[1] > max) {
+        DIE(2, "the victim's rkey of %llu bytes is too large", (unsigned long long)hdr[1]);
+    }
+    xfer(g.fd, key, hdr[1], 0);
+    *addr = hdr[0];
+    return (size_t)hdr[1];
+}
+
+/* Unpacks a copy of the key with gdx's engine key inside ("GDXK", version 2, flags, bytes used, region id, ...)
+ * corrupted: how=1 breaks its length field, how=2 leaves it well formed but naming another region. */
+static ucs_status_t unpack_corrupted(const uint8_t *key, size_t len, int how, ucp_rkey_h *rkey)
+{
+    uint8_t buf[4096];
+    int found = 0;
+    memcpy(buf, key, len);
+    for (size_t i = 0; i + 16 <= len; ++i) {
+        if (memcmp(buf + i, "GDXK\x02", 5) == 0) {
+            found = 1;
+            if (how == 1) {
+                buf[i + 6] = 0xff;
+                buf[i + 7] = 0xff;
+            } else {
+                buf[i + 8] ^= 0x5a;
+            }
+        }
+    }
+    if (!found) {
+        DIE(2, "no gdx engine key inside the victim's rkey (is the engine on?)");
+    }
+    *rkey = NULL;
+    return ucp_ep_rkey_unpack(g.ep, buf, rkey);
+}
+
+/* A get of the whole registration, flushed; its status. */
+static ucs_status_t get_all(void *buf, uint64_t addr, ucp_rkey_h rkey)
+{
+    ucp_request_param_t p = {0};
+    ucs_status_t st = ucp_pair_wait(&g, ucp_get_nbx(g.ep, buf, g_size, addr, rkey, &p));
+    return st == UCS_OK ? ucp_pair_wait(&g, ucp_ep_flush_nbx(g.ep, &p)) : st;
+}
+
+static int expect_error(ucs_status_t st, const char *what)
+{
+    printf("ucp_fail_check: %s: %s returned '%s'\n", st == UCS_OK ? "FAIL" : "PASS", what, ucs_status_string(st));
+    return st == UCS_OK;
+}
+
+static int survivor_keys(void *buf)
+{
+    uint8_t key[4096];
+    uint64_t addr;
+    ucp_rkey_h rkey;
+    int rc;
+    size_t len = recv_key(&addr, key, sizeof(key));
+    rc = expect_error(unpack_corrupted(key, len, 1, &rkey), "ucp_ep_rkey_unpack of a corrupted gdx key");
+    if (rkey != NULL) {
+        ucp_rkey_destroy(rkey);
+    }
+    if (g_rma) {
+        UCS(unpack_corrupted(key, len, 2, &rkey));
+        rc |= expect_error(get_all(buf, addr, rkey), "a get through a key naming a region the victim never had");
+        ucp_rkey_destroy(rkey);
+    }
+    return rc;
+}
+
+static int survivor_rma(const char *scenario, uint32_t pid)
+{
+    void *buf = malloc(g_size);
+    uint64_t addr;
+    uint8_t key[4096];
+    ucp_rkey_h rkey;
+    ucp_request_param_t p = {0};
+    char done = 'd';
+    int rc;
+    if (buf == NULL) {
+        DIE(2, "out of memory");
+    }
+    if (strcmp(scenario, "badkey") == 0) {
+        rc = survivor_keys(buf);
+        xfer(g.fd, &done, 1, 1);
+        ucp_pair_close(&g, 0);
+        free(buf);
+        return rc;
+    }
+    recv_key(&addr, key, sizeof(key));
+    UCS(ucp_ep_rkey_unpack(g.ep, key, &rkey));
+    void *req = ucp_get_nbx(g.ep, buf, g_size, addr, rkey, &p);
+    if (UCS_PTR_IS_ERR(req) || req == NULL) {
+        DIE(2, "ucp_get_nbx: %s", req == NULL ? "done at once" : ucs_status_string(UCS_PTR_STATUS(req)));
+    }
+    rc = survive(req, scenario[4] == 'k' ? 'k' : 's', pid, "ucp_get_nbx");
+    ucp_rkey_destroy(rkey);
+    ucp_pair_close(&g, 0);
+    free(buf);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    const char *scenario = NULL, *victim_host;
+    int port = 13338, timeout = 120, opt, rc;
+    uint32_t pid;
+
+    while ((opt = getopt(argc, argv, "s:S:p:t:r")) != -1) {
+        switch (opt) {
+        case 's': scenario = optarg; break;
+        case 'S': g_size = strtoull(optarg, NULL, 0); break;
+        case 'p': port = atoi(optarg); break;
+        case 't': timeout = atoi(optarg); break;
+        case 'r': g_rma = 1; break;
+        default: DIE(2, "usage: ucp_fail_check -s SCENARIO [-S size] [-p port] [-t seconds] [-r] [victim_host]");
+        }
+    }
+    if (scenario == NULL || g_size == 0) {
+        DIE(2, "-s tag-kill|tag-stop|get-kill|get-stop|badkey is required (and -S > 0)");
+    }
+    victim_host = (optind < argc) ? argv[optind] : NULL;
+    signal(SIGALRM, on_alarm);
+    alarm((unsigned)timeout);
+    ucp_pair_open(&g, UCP_FEATURE_TAG | UCP_FEATURE_RMA, victim_host, port);
+    if (victim_host == NULL) {
+        return victim(scenario);
+    }
+    xfer(g.fd, &pid, sizeof(pid), 0);
+    if (strncmp(scenario, "tag-", 4) == 0) {
+        void *buf = malloc(g_size);
+        ucp_request_param_t p = {0};
+        if (buf == NULL) {
+            DIE(2, "out of memory");
+        }
+        ucp_tag_recv_info_t info;
+        /* The rendezvous request must be here before the victim dies: a receive nothing ever matches waits for
+         * ever (UCP's contract, not a hang of gdx's). */
+        while (ucp_tag_probe_nb(g.worker, TAG, (ucp_tag_t)-1, 0, &info) == NULL) {
+            ucp_worker_progress(g.worker);
+        }
+        rc = survive(ucp_tag_recv_nbx(g.worker, buf, g_size, TAG, (ucp_tag_t)-1, &p),
+                     scenario[4] == 'k' ? 'k' : 's', pid, "tag receive");
+    } else {
+        return survivor_rma(scenario, pid);
+    }
+    ucp_pair_close(&g, 0);
+    return rc;
+}

@@ -1,0 +1,135 @@
+/* Two UCP processes connected to each other, for the UCP checks (ucp_gpu_check.c, ucp_fail_check.c): worker
+ * addresses go over one TCP connection (the server listens on the port; the client names the server's host), which
+ * stays open for the checks' own out-of-band steps. Header-only, one user per binary; the user defines PROG (its
+ * name, for messages) before including it. Every failure exits 2 with what failed. */
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define DIE(code, ...) do { fprintf(stderr, PROG ": " __VA_ARGS__); fputc('\n', stderr); exit(code); } while (0)
+#define UCS(call) do { ucs_status_t s_ = (call); if (s_ != UCS_OK) DIE(2, "%s failed: %s", #call, ucs_status_string(s_)); } while (0)
+
+typedef struct {
+    ucp_context_h ctx;
+    ucp_worker_h  worker;
+    ucp_ep_h      ep;
+    ucp_address_t *addr;
+    void          *peer_addr;
+    int           fd;      /* the out-of-band connection */
+} ucp_pair_t;
+
+static int oob_connect(const char *host, int port)
+{
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0), conn;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (fd < 0) {
+        DIE(2, "socket: %s", strerror(errno));
+    }
+    if (host == NULL) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+        if (bind(fd, (struct sockaddr*)&sa, sizeof(sa)) != 0 || listen(fd, 1) != 0) {
+            DIE(2, "bind/listen on port %d: %s", port, strerror(errno));
+        }
+        conn = accept(fd, NULL, NULL);
+        if (conn < 0) {
+            DIE(2, "accept: %s", strerror(errno));
+        }
+        close(fd);
+        return conn;
+    }
+    struct hostent *he = gethostbyname(host);
+    if (he == NULL) {
+        DIE(2, "cannot resolve %s", host);
+    }
+    memcpy(&sa.sin_addr, he->h_addr_list[0], sizeof(sa.sin_addr));
+    for (int tries = 0; connect(fd, (struct sockaddr*)&sa, sizeof(sa)) != 0; ++tries) {
+        if (tries == 100) {
+            DIE(2, "connect to %s:%d: %s", host, port, strerror(errno));
+        }
+        usleep(100000);
+    }
+    return fd;
+}
+
+/* Moves len bytes over the out-of-band connection, all of them (out: write, else read). */
+static void xfer(int fd, void *buf, size_t len, int out)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t n = out ? write(fd, (char*)buf + done, len - done) : read(fd, (char*)buf + done, len - done);
+        if (n <= 0) {
+            DIE(2, "out-of-band %s failed: %s", out ? "write" : "read", n == 0 ? "peer closed" : strerror(errno));
+        }
+        done += (size_t)n;
+    }
+}
+
+/* Context (features), worker, and an endpoint to the peer (host NULL: this side listens on port). */
+static void ucp_pair_open(ucp_pair_t *p, uint64_t features, const char *host, int port)
+{
+    ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = features};
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    size_t addr_len;
+    uint64_t len64;
+
+    UCS(ucp_init(&up, NULL, &p->ctx));
+    UCS(ucp_worker_create(p->ctx, &wp, &p->worker));
+    UCS(ucp_worker_get_address(p->worker, &p->addr, &addr_len));
+    p->fd = oob_connect(host, port);
+    len64 = addr_len;
+    xfer(p->fd, &len64, sizeof(len64), 1);
+    xfer(p->fd, p->addr, addr_len, 1);
+    xfer(p->fd, &len64, sizeof(len64), 0);
+    if ((p->peer_addr = malloc((size_t)len64)) == NULL) {
+        DIE(2, "out of memory");
+    }
+    xfer(p->fd, p->peer_addr, (size_t)len64, 0);
+    ucp_ep_params_t ep_params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS, .address = p->peer_addr};
+    UCS(ucp_ep_create(p->worker, &ep_params, &p->ep));
+}
+
+/* Waits for a request (NULL: done at once), progressing the worker; its status. */
+static ucs_status_t ucp_pair_wait(ucp_pair_t *p, void *req)
+{
+    ucs_status_t st;
+    if (req == NULL) {
+        return UCS_OK;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        return UCS_PTR_STATUS(req);
+    }
+    while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
+        ucp_worker_progress(p->worker);
+    }
+    ucp_request_free(req);
+    return st;
+}
+
+/* Closes the endpoint (forced: the peer may be gone), then everything else. sync: both sides first agree over
+ * the out-of-band connection that they are done (a peer that is gone cannot). */
+static void ucp_pair_close(ucp_pair_t *p, int sync)
+{
+    ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    char byte = 0;
+    if (sync) {
+        xfer(p->fd, &byte, 1, 1);
+        xfer(p->fd, &byte, 1, 0);
+    }
+    ucp_pair_wait(p, ucp_ep_close_nbx(p->ep, &cp));
+    close(p->fd);
+    free(p->peer_addr);
+    ucp_worker_release_address(p->worker, p->addr);
+    ucp_worker_destroy(p->worker);
+    ucp_cleanup(p->ctx);
+}
