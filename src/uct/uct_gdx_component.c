@@ -70,6 +70,11 @@ static ucs_status_t uct_gdx_rkey_unpack_impl(uct_component_t *component, const v
     gdx_uct_rkey_t *rkey;
     gdx_status_t st;
 
+    /* UCP 1.13 releases the key of a failed unpack too (ucp_ep_rkey_unpack_internal's err_destroy walks an md_map
+     * that still holds the failed MD): the outputs are set first, to a key that release ignores, never left as
+     * whatever UCP's pool held (uct.fail.gdx_*.badkey crashed there about one run in two). */
+    *rkey_p   = (uct_rkey_t)NULL;
+    *handle_p = NULL;
     st = gdx_uct_rkey_unpack(comp->tl, rkey_buffer, &rkey);
     if (st != GDX_OK) {
         return uct_gdx_fail(st, "rkey_unpack", comp->name);
@@ -82,7 +87,9 @@ UCT_GDX_DEFINE_RKEY_UNPACK(uct_gdx_rkey_unpack, uct_gdx_rkey_unpack_impl)
 
 static ucs_status_t uct_gdx_rkey_release(uct_component_t *component, uct_rkey_t rkey, void *handle)
 {
-    gdx_uct_rkey_release((gdx_uct_rkey_t*)rkey);
+    if ((rkey != (uct_rkey_t)NULL) && (rkey != UCT_INVALID_RKEY)) { /* NULL: a failed unpack (above) */
+        gdx_uct_rkey_release((gdx_uct_rkey_t*)rkey);
+    }
     return UCS_OK;
 }
 
