@@ -259,6 +259,7 @@ int main(int argc, char **argv)
 {
     const char *scenario = NULL, *victim_host;
     int port = 13338, timeout = 120, opt, rc;
+    void *buf = NULL;
     uint32_t pid;
 
     while ((opt = getopt(argc, argv, "s:S:p:t:r")) != -1) {
@@ -283,8 +284,8 @@ int main(int argc, char **argv)
     }
     xfer(g.fd, &pid, sizeof(pid), 0);
     if (strncmp(scenario, "tag-", 4) == 0) {
-        void *buf = malloc(g_size);
         ucp_request_param_t p = {0};
+        buf = malloc(g_size);
         if (buf == NULL) {
             DIE(2, "out of memory");
         }
@@ -300,5 +301,6 @@ int main(int argc, char **argv)
         return survivor_rma(scenario, pid);
     }
     ucp_pair_close(&g, 0);
+    free(buf); /* after the close: the failed receive may be touched until its endpoint is gone */
     return rc;
 }

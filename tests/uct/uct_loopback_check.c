@@ -362,26 +362,6 @@ int main(int argc, char **argv)
                                                                src_rkey.rkey, &c.super)));
         CHECK(st != UCS_OK, "get_zcopy past the end of the registration succeeded");
     }
-    /* a get from memory the target deregistered must fail (its key names nothing any more), staged or direct */
-    if (ia.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) {
-        uint8_t *gone = calloc(1, 4096);
-        uct_mem_h gone_memh;
-        uct_rkey_bundle_t gone_rkey;
-        uct_iov_t iov = {.buffer = dst, .length = 64, .memh = dst_memh, .count = 1};
-        comp_t c;
-        if (gone == NULL) return 2;
-        SETUP(uct_md_mem_reg(md, gone, 4096, UCT_MD_MEM_ACCESS_ALL, &gone_memh));
-        SETUP(uct_md_mkey_pack(md, gone_memh, rkey_buf));
-        SETUP(uct_rkey_unpack(comp, rkey_buf, &gone_rkey));
-        SETUP(uct_md_mem_dereg(md, gone_memh));
-        comp_init(&c);
-        ucs_status_t st = comp_wait(&c, RETRY(uct_ep_get_zcopy(b, &iov, 1, (uint64_t)(uintptr_t)gone,
-                                                               gone_rkey.rkey, &c.super)));
-        CHECK(st != UCS_OK, "get_zcopy from deregistered memory succeeded");
-        uct_rkey_release(comp, &gone_rkey);
-        free(gone);
-    }
-
     /* back-pressure: a parked request is dispatched once resources free up, and a purged one never is */
     if (ia.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) {
         pend_t p1 = {.super.func = pend_cb, .ep = a}, p2 = {.super.func = pend_cb, .ep = a};
@@ -485,6 +465,28 @@ int main(int argc, char **argv)
         CHECK(uct_iface_event_fd_get(iface, &fd) == UCS_OK && fd >= 0, "event fd");
         st = uct_iface_event_arm(iface, UCT_EVENT_SEND_COMP | UCT_EVENT_RECV);
         CHECK(st == UCS_OK || st == UCS_ERR_BUSY, "event_arm: %s", ucs_status_string(st));
+    }
+
+    /* a get from memory the target deregistered must fail (its key names nothing any more), staged or direct.
+     * Last of all on this pair: over RC the peer's NIC refuses it with a remote access error, which moves the queue
+     * pair to the error state and fails the endpoint, as on any verbs transport (checks after it would hang). */
+    if (ia.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) {
+        uint8_t *gone = calloc(1, 4096);
+        uct_mem_h gone_memh;
+        uct_rkey_bundle_t gone_rkey;
+        uct_iov_t iov = {.buffer = dst, .length = 64, .memh = dst_memh, .count = 1};
+        comp_t c;
+        if (gone == NULL) return 2;
+        SETUP(uct_md_mem_reg(md, gone, 4096, UCT_MD_MEM_ACCESS_ALL, &gone_memh));
+        SETUP(uct_md_mkey_pack(md, gone_memh, rkey_buf));
+        SETUP(uct_rkey_unpack(comp, rkey_buf, &gone_rkey));
+        SETUP(uct_md_mem_dereg(md, gone_memh));
+        comp_init(&c);
+        ucs_status_t st = comp_wait(&c, RETRY(uct_ep_get_zcopy(b, &iov, 1, (uint64_t)(uintptr_t)gone,
+                                                               gone_rkey.rkey, &c.super)));
+        CHECK(st != UCS_OK, "get_zcopy from deregistered memory succeeded");
+        uct_rkey_release(comp, &gone_rkey);
+        free(gone);
     }
 
     uct_ep_destroy(a);
