@@ -179,13 +179,13 @@ gdx_status_t Engine::mem_reg(void *addr, size_t len, unsigned access, Region **o
     if (gdx_status_t st = regions_->new_id(&id); st != GDX_OK) return st;
     auto region = std::make_unique<Region>(addr, len, info, access, id, std::move(memh));
     const bool may_stage = !region->fully_direct() || params_.fault.denies_direct();
-    if (may_stage && !can_stage_host()) {
+    if (may_stage && !can_stage()) {
         // The pool itself is made on first use (pinned memory is not spent on transports that never stage), but a
-        // transport that neither reaches pinned host memory nor shares pools with its peers can never stage: say
-        // so here, not mid-transfer.
+        // transport that cannot stage (can_stage) never will: say so here, not mid-transfer.
         return GDX_FAIL(GDX_ERR_UNREACHABLE, kComp,
                         "mem_reg(%p, %zu): the %.*s transport cannot stage %s memory it does not reach directly (it "
-                        "does not reach pinned host memory, and shares no pools with its peers)%s",
+                        "does not reach pinned host memory and shares no pools with its peers, or carries no active "
+                        "messages)%s",
                         addr, len, static_cast<int>(iface_.transport_name().size()), iface_.transport_name().data(),
                         mem::type_name(info.type),
                         region->fully_direct() ? " and GDX_FAULT_P2P_* denies fragments the direct path" : "");
@@ -419,15 +419,12 @@ Stats Engine::stats() const {
     return s;
 }
 
-bool Engine::can_stage() const {
-    return can_stage_host() && (iface_.caps().flags & tp::kCapAmBcopy) != 0;
-}
-
-bool Engine::can_stage_host() const {
+bool Engine::can_stage(const tp::Capabilities &caps) {
     // Staged fragments cross through pinned bounce buffers: ones the transport reaches like any registration, or,
     // with kCapPeerMap (cuda_ipc), pools in shared segments the peer maps, which the transport never has to reach.
-    const tp::Capabilities &c = iface_.caps();
-    return (c.direct_types & tp::type_bit(mem::MemType::HostPinned)) != 0 || (c.flags & tp::kCapPeerMap) != 0;
+    const bool pools = (caps.direct_types & tp::type_bit(mem::MemType::HostPinned)) != 0 ||
+                       (caps.flags & tp::kCapPeerMap) != 0;
+    return pools && (caps.flags & tp::kCapAmBcopy) != 0;
 }
 
 const Params &Engine::params() const { return params_; }

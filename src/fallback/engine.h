@@ -150,9 +150,11 @@ class Engine {
     Stats stats() const;
     const Params &params() const;
     tp::Interface &iface();
-    // The transport reaches pinned host memory and carries active messages, so this engine can stage what it does
-    // not reach directly (fb::submit's lane choice prefers such a lane when no lane is direct).
-    bool can_stage() const;
+    // A transport with these capabilities can carry staged fragments: it reaches pinned host memory or shares its
+    // bounce pools with its peers (kCapPeerMap), and carries active messages. The one answer for fb::submit's lane
+    // choice, mem_reg's refusal and the UCX module's choice of an engine.
+    static bool can_stage(const tp::Capabilities &caps);
+    bool can_stage() const { return can_stage(iface_.caps()); }
 
   private:
     Engine(tp::Interface &iface, const Params &params, mem::Detector &detector);
@@ -162,8 +164,6 @@ class Engine {
     void dispatch(PeerLink &peer, const CtrlMsg &m);
     unsigned waits_on(const PeerLink &link) const;
     void reclaim_peer(PeerLink &link);
-    bool can_stage_host() const;
-
     tp::Interface &iface_;
     const Params params_;
     mem::Detector &detector_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <utility>
 
 namespace gdx::fb {
 
@@ -92,6 +93,22 @@ void PathReport::merge(const PathReport &o) {
     reasons |= o.reasons;
     small = small || o.small;
     peer_mapped = peer_mapped || o.peer_mapped;
+}
+
+void Stats::merge(const Stats &o) {
+    for (auto [a, b] : {std::pair{&bytes_direct, o.bytes_direct}, {&bytes_staged, o.bytes_staged},
+                        {&bytes_small, o.bytes_small}, {&frags_direct, o.frags_direct},
+                        {&frags_staged, o.frags_staged}, {&msgs_small, o.msgs_small},
+                        {&target_bytes_copied, o.target_bytes_copied}, {&pool_waits, o.pool_waits},
+                        {&credit_waits, o.credit_waits}, {&frags_peer_mapped, o.frags_peer_mapped},
+                        {&copy_failures, o.copy_failures}, {&protocol_errors, o.protocol_errors},
+                        {&requests_completed, o.requests_completed}, {&requests_failed, o.requests_failed},
+                        {&notify_sent, o.notify_sent}, {&notify_small, o.notify_small},
+                        {&notify_received, o.notify_received}, {&slots_total, o.slots_total},
+                        {&slots_in_use, o.slots_in_use}, {&slots_lent, o.slots_lent},
+                        {&requests_active, o.requests_active}, {&notify_waiting, o.notify_waiting}})
+        *a += b;
+    for (unsigned i = 0; i < kStageReasonCount; ++i) bytes_staged_by_reason[i] += o.bytes_staged_by_reason[i];
 }
 
 std::string Stats::describe() const {

@@ -88,6 +88,8 @@ struct Stats {
     uint64_t notify_waiting = 0;    // values delivered here that the user has not taken yet
 
     std::string describe() const; // one line for logs and tools
+    // Adds another engine's counters and gauges (totals over several engines, e.g. the UCX module's per transport).
+    void merge(const Stats &o);
 };
 
 } // namespace gdx::fb

@@ -38,6 +38,26 @@ inline constexpr size_t kKeyHeaderSize = 56;
 inline constexpr size_t kKeyChunkSize = 17;
 inline constexpr uint32_t kMaxKeyChunks = 4096;
 
+// The key's fields (the layout above) apart from its bytes. pack_region_key and RemoteRegion::unpack go through
+// encode_key/decode_key, and so does the UCX module, which carries the same fields compactly inside UCP's key
+// (src/uct/bridge_key.cpp): one writer and one reader of the layout.
+struct KeyFields {
+    struct Chunk {
+        uint64_t offset, length;
+        uint8_t reach; // tp::Reach
+    };
+    uint64_t id = 0, base = 0, length = 0, frag_size = 0;
+    uint32_t access = 0;
+    uint8_t kind = 0, type = 0; // mem::MemKind, mem::MemType
+    int16_t device = -1;
+    std::vector<Chunk> chunks;
+    std::span<const uint8_t> rkey; // the caller's bytes (encode), or within the decoded key (decode)
+};
+void encode_key(const KeyFields &k, std::vector<uint8_t> *out);
+// Reads the layout: magic, version, reserved field, chunk count, and a size that matches the counts exactly. The
+// values are the caller's to check. On failure *why names what is wrong and *value shows it.
+bool decode_key(std::span<const uint8_t> in, KeyFields *k, const char **why, uint64_t *value);
+
 // Bounce-pool id of memory of this kind on this device: 0 for host memory, device + 1 for a GPU. Both sides derive
 // it the same way, so a sender names the receiver's pool from the receiver's key.
 inline uint16_t pool_id_for(mem::MemKind kind, int device) {

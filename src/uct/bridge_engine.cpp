@@ -19,11 +19,6 @@ namespace {
 
 constexpr size_t kReqChunk = 64;
 
-bool can_stage(const tp::Capabilities &caps) {
-    return (caps.direct_types & tp::type_bit(mem::MemType::HostPinned)) != 0 && (caps.flags & tp::kCapPut) != 0 &&
-           (caps.flags & tp::kCapAmBcopy) != 0;
-}
-
 } // namespace
 
 gdx_status_t UctEngine::create(gdx_uct_md &md, std::unique_ptr<UctEngine> *out) {
@@ -35,10 +30,15 @@ gdx_status_t UctEngine::create(gdx_uct_md &md, std::unique_ptr<UctEngine> *out) 
                      "registered only where it reaches it (UCP stages the rest through gdx_copy)", tl.c_str());
         return GDX_OK;
     }
-    if (!can_stage(md.anchor->caps())) {
-        // cuda_ipc: its memory domain exports no host memory, so it has no bounce pool a peer could put into.
-        GDX_DEBUG(kComp, "%s cannot stage (it does not reach pinned host memory or lacks put/am_bcopy): put/get "
-                  "zcopy pass straight to the transport", tl.c_str());
+    const tp::Capabilities &caps = md.anchor->caps();
+    // A transport that stages only through peer-mapped pools (cuda_ipc: it reaches no pinned host memory) does so
+    // through the C API but has never run under UCP: until a GPU run shows that path, the module leaves its put/get
+    // zcopy to the transport.
+    const bool peer_map_only = (caps.direct_types & tp::type_bit(mem::MemType::HostPinned)) == 0;
+    if (!fb::Engine::can_stage(caps) || peer_map_only) {
+        GDX_DEBUG(kComp, "%s: no staging engine in the UCX module (%s): put/get zcopy pass straight to the "
+                  "transport", tl.c_str(), fb::Engine::can_stage(caps) ? "peer-mapped pools only, not run under UCP yet"
+                                                                         : "the transport cannot stage");
         return GDX_OK;
     }
     fb::Params p;
@@ -213,10 +213,15 @@ unsigned UctEngine::progress() {
     unsigned n = eng_->progress();
     if (done_.empty() && cancelled_.empty() && waiting_eps_.empty() && deregs_.empty() && graveyard_.empty())
         return n;
+    // The three lists borrow the vectors of the last call (their capacity), so a progress with work allocates
+    // nothing in the steady state; they are given back at the end (a nested call would only find them empty).
     Completions comps;
     std::vector<GdxUctReq *> done;
-    done.swap(done_);
     std::vector<gdx_uct_ep *> touched;
+    comps.swap(scratch_comps_);
+    done.swap(scratch_done_);
+    touched.swap(scratch_touched_);
+    done.swap(done_); // done_ keeps the spare capacity for on_done
     for (GdxUctReq *q : done) {
         if (q->ep != nullptr) touched.push_back(q->ep);
         finish(q, &comps);
@@ -239,7 +244,14 @@ unsigned UctEngine::progress() {
     reap_graveyard();
     for (const auto &[comp, st] : comps)
         if (comp != nullptr) gdx_uct_glue_complete(comp, st);
-    return n + static_cast<unsigned>(done.size());
+    const unsigned finished = static_cast<unsigned>(done.size());
+    comps.clear();
+    done.clear();
+    touched.clear();
+    scratch_comps_.swap(comps);
+    scratch_done_.swap(done);
+    scratch_touched_.swap(touched);
+    return n + finished;
 }
 
 void UctEngine::finish(GdxUctReq *q, Completions *comps) {

@@ -137,6 +137,10 @@ class UctEngine {
     std::vector<std::unique_ptr<GdxUctReq[]>> chunks_;
     GdxUctReq *free_ = nullptr;
     std::vector<GdxUctReq *> done_;  // finished inside Engine::progress; handed to UCT after it
+    // progress()'s working lists, kept between calls for their capacity only (empty outside progress).
+    Completions scratch_comps_;
+    std::vector<GdxUctReq *> scratch_done_;
+    std::vector<gdx_uct_ep *> scratch_touched_;
     std::vector<GdxUctReq *> cancelled_; // held requests of destroyed endpoints
     std::vector<fb::Region *> deregs_; // deregistered by UCT while transfers used them
     std::unordered_set<std::string> paths_logged_; // "(kinds, peer, path kind, reasons)" already said at info

@@ -33,9 +33,10 @@ constexpr size_t kMaxTransportKey = 1024; // more than any transport packs; boun
 constexpr size_t kV2Fixed = 32 + 10 + 3 + 2 + 1 + 2; // header, ids, frag (LEB128 at most 10), fields, rkey_len
 constexpr size_t kChunkBudget = 8 * (1 + 10);         // eight chunks of any length fit: more are compacted away
 
-// The engine's key layout (fallback/region.h), which expand_key writes and compact_key reads.
+// The engine's key layout (fallback/region.h): fb::encode_key/decode_key write and read it here too; only the
+// transport key's offset (rkey_unpack below) reads the layout itself.
 static_assert(fb::kKeyHeaderSize == 56 && fb::kKeyChunkSize == 17 && fb::kKeyVersion == 1,
-              "the staging engine's key format changed: update bridge_key.cpp (compact_key, expand_key)");
+              "the staging engine's key format changed: update bridge_key.cpp (gdx_uct_rkey_unpack)");
 
 void put_leb(std::vector<uint8_t> *out, uint64_t v) {
     do {
@@ -56,51 +57,22 @@ bool get_leb(fb::ByteReader &r, uint64_t *v) {
     return false;
 }
 
-struct Chunk {
-    uint64_t length;
-    uint8_t reach;
-};
+using Chunk = fb::KeyFields::Chunk;
 
-// The engine's key, read (the fields compact_key carries).
-struct FbKey {
-    uint64_t id, base, length, frag;
-    uint32_t access;
-    uint8_t kind, type;
-    uint16_t device;
-    std::vector<Chunk> chunks;
-    std::span<const uint8_t> rkey;
-};
-
-gdx_status_t read_fb_key(std::span<const uint8_t> in, FbKey *k) {
-    fb::ByteReader r(in);
-    uint32_t magic = r.u32();
-    uint16_t version = r.u16();
-    r.u16();
-    k->id = r.u64();
-    k->base = r.u64();
-    k->length = r.u64();
-    k->frag = r.u64();
-    k->access = r.u32();
-    k->kind = r.u8();
-    k->type = r.u8();
-    k->device = r.u16();
-    uint32_t n = r.u32(), rkey_len = r.u32();
-    if (!r.ok() || magic != fb::kKeyMagic || version != fb::kKeyVersion || n == 0 || n > fb::kMaxKeyChunks ||
-        k->access > 0xff || rkey_len > kMaxTransportKey)
+// The engine's key, read through the engine's own decoder; the fields compact_key carries must also fit its
+// narrower encoding (access in a byte, a bounded transport key).
+gdx_status_t read_fb_key(std::span<const uint8_t> in, fb::KeyFields *k) {
+    const char *why = "";
+    uint64_t value = 0;
+    if (!fb::decode_key(in, k, &why, &value) || k->access > 0xff || k->rkey.size() > kMaxTransportKey)
         return GDX_FAIL(GDX_ERR_INTERNAL, kComp, "mkey_pack: the engine's key (%zu bytes) is not in the format this "
-                        "module knows", in.size());
-    for (uint32_t i = 0; i < n; ++i) {
-        r.u64(); // offset: the chunks tile the region, so their lengths say it
-        uint64_t len = r.u64();
-        k->chunks.push_back({len, r.u8()});
-    }
-    k->rkey = r.bytes(rkey_len);
-    if (!r.ok() || r.remaining() != 0)
-        return GDX_FAIL(GDX_ERR_INTERNAL, kComp, "mkey_pack: the engine's key (%zu bytes) is truncated", in.size());
+                        "module knows: %s (%#llx)", in.size(), *why ? why : "access or rkey size",
+                        static_cast<unsigned long long>(value));
     return GDX_OK;
 }
 
-void write_compact(const FbKey &k, const std::vector<Chunk> &chunks, bool degraded, std::vector<uint8_t> *out) {
+void write_compact(const fb::KeyFields &k, const std::vector<Chunk> &chunks, bool degraded,
+                   std::vector<uint8_t> *out) {
     out->clear();
     fb::ByteWriter w(out);
     w.u32(kMagic);
@@ -110,11 +82,11 @@ void write_compact(const FbKey &k, const std::vector<Chunk> &chunks, bool degrad
     w.u64(k.id);
     w.u64(k.base);
     w.u64(k.length);
-    put_leb(out, k.frag);
+    put_leb(out, k.frag_size);
     w.u8(static_cast<uint8_t>(k.access));
     w.u8(k.kind);
     w.u8(k.type);
-    w.u16(k.device);
+    w.u16(static_cast<uint16_t>(k.device));
     w.u8(static_cast<uint8_t>(chunks.size()));
     for (const Chunk &c : chunks) {
         w.u8(c.reach);
@@ -135,7 +107,7 @@ size_t engine_key_size(size_t transport_rkey) {
 }
 
 gdx_status_t compact_key(std::span<const uint8_t> fb_key, std::span<uint8_t> out, bool *degraded) {
-    FbKey k;
+    fb::KeyFields k;
     if (gdx_status_t st = read_fb_key(fb_key, &k); st != GDX_OK) return st;
     std::vector<uint8_t> bytes;
     *degraded = false;
@@ -144,7 +116,7 @@ gdx_status_t compact_key(std::span<const uint8_t> fb_key, std::span<uint8_t> out
         // Too many chunks for UCP's key: the peer sees one chunk it must stage. Its bytes still move, through our
         // bounce buffers; which chunks this side reaches directly stays known here.
         *degraded = true;
-        write_compact(k, {{k.length, static_cast<uint8_t>(tp::Reach::None)}}, true, &bytes);
+        write_compact(k, {{0, k.length, static_cast<uint8_t>(tp::Reach::None)}}, true, &bytes);
     }
     if (bytes.size() > out.size())
         return GDX_FAIL(GDX_ERR_INTERNAL, kComp, "mkey_pack: a key of %zu bytes does not fit the %zu UCT allows",
@@ -168,21 +140,20 @@ gdx_status_t expand_key(std::span<const uint8_t> packed, std::vector<uint8_t> *f
     if (used > packed.size() || used < 32 || (flags & ~1u) != 0) return bad("length or flags", used);
     fb::ByteReader b(packed.first(used));
     b.bytes(8);
-    FbKey k;
+    fb::KeyFields k;
     k.id = b.u64();
     k.base = b.u64();
     k.length = b.u64();
     uint8_t n = 0;
-    if (!get_leb(b, &k.frag)) return bad("fragment size", 0);
+    if (!get_leb(b, &k.frag_size)) return bad("fragment size", 0);
     k.access = b.u8();
     k.kind = b.u8();
     k.type = b.u8();
-    k.device = b.u16();
+    k.device = static_cast<int16_t>(b.u16());
     n = b.u8();
     uint64_t sum = 0;
     for (unsigned i = 0; i < n && b.ok(); ++i) {
-        Chunk c{};
-        c.reach = b.u8();
+        Chunk c{sum, 0, b.u8()};
         if (!get_leb(b, &c.length) || c.length == 0 || c.length > k.length - sum) return bad("chunk length", c.length);
         sum += c.length;
         k.chunks.push_back(c);
@@ -191,29 +162,7 @@ gdx_status_t expand_key(std::span<const uint8_t> packed, std::vector<uint8_t> *f
     k.rkey = b.bytes(rkey_len);
     if (!b.ok() || b.remaining() != 0) return bad("truncated or trailing bytes", used);
     if (n == 0 || sum != k.length) return bad("chunks do not cover the region", sum);
-    fb_key->clear();
-    fb::ByteWriter w(fb_key);
-    w.u32(fb::kKeyMagic);
-    w.u16(fb::kKeyVersion);
-    w.u16(0);
-    w.u64(k.id);
-    w.u64(k.base);
-    w.u64(k.length);
-    w.u64(k.frag);
-    w.u32(k.access);
-    w.u8(k.kind);
-    w.u8(k.type);
-    w.u16(k.device);
-    w.u32(n);
-    w.u32(rkey_len);
-    uint64_t off = 0;
-    for (const Chunk &c : k.chunks) {
-        w.u64(off);
-        w.u64(c.length);
-        w.u8(c.reach);
-        off += c.length;
-    }
-    w.bytes(k.rkey);
+    fb::encode_key(k, fb_key); // Engine::unpack_key validates every field
     return GDX_OK;
 }
 

@@ -36,22 +36,6 @@ Totals &totals() {
     return *t;
 }
 
-void add(fb::Stats *a, const fb::Stats &b) {
-    a->bytes_direct += b.bytes_direct;
-    a->bytes_staged += b.bytes_staged;
-    a->bytes_small += b.bytes_small;
-    a->frags_direct += b.frags_direct;
-    a->frags_staged += b.frags_staged;
-    a->msgs_small += b.msgs_small;
-    for (unsigned i = 0; i < fb::kStageReasonCount; ++i) a->bytes_staged_by_reason[i] += b.bytes_staged_by_reason[i];
-    a->target_bytes_copied += b.target_bytes_copied;
-    a->frags_peer_mapped += b.frags_peer_mapped;
-    a->copy_failures += b.copy_failures;
-    a->protocol_errors += b.protocol_errors;
-    a->requests_completed += b.requests_completed;
-    a->requests_failed += b.requests_failed;
-}
-
 void print_line(const std::string &tl, const fb::Stats &s) {
     std::string why;
     for (unsigned i = 0; i < fb::kStageReasonCount; ++i) {
@@ -75,7 +59,7 @@ void print_totals() {
     std::lock_guard<std::mutex> g(t.m);
     if (!t.print) return;
     std::map<std::string, fb::Stats> all = t.ended;
-    for (UctEngine *ue : t.live) add(&all[ue->tl()], ue->engine().stats());
+    for (UctEngine *ue : t.live) all[ue->tl()].merge(ue->engine().stats());
     for (const auto &[tl, s] : all) print_line(tl, s);
 }
 
@@ -98,7 +82,7 @@ void stats_unregister(UctEngine *ue) {
     Totals &t = totals();
     std::lock_guard<std::mutex> g(t.m);
     std::erase(t.live, ue);
-    add(&t.ended[ue->tl()], ue->engine().stats());
+    t.ended[ue->tl()].merge(ue->engine().stats());
 }
 
 void UctEngine::report_path(const GdxUctReq &q) {

@@ -147,6 +147,24 @@ class StoppedPeerFixture : public ::testing::TestWithParam<StopParam> {
         }
         return failed;
     }
+    // The target stops (SIGSTOP) once a request of ours has completed and others are outstanding: only the silence
+    // clock can end them. Returns when they have, within the bound, and some failed with that cause; the caller
+    // adds its own checks and the peer's resumption.
+    void stop_target_mid_transfer() {
+        ASSERT_NO_FATAL_FAILURE(open("target", "mid"));
+        ASSERT_EQ(me_.post(16, 256 << 10), "");
+        ASSERT_GE(progress([&] { return me_.outstanding() < me_.reqs.size(); }, 120), 0) << "no request completed";
+        ASSERT_NO_FATAL_FAILURE(stop_peer());
+        size_t at_stop = me_.outstanding();
+        ASSERT_GT(at_stop, 0u) << "the transfer finished before the stop: the test tests nothing";
+        double t = progress([&] { return me_.outstanding() == 0; }, kHangGuard);
+        ASSERT_GE(t, 0) << me_.outstanding() << " staged requests to a stopped peer still hang";
+        std::printf("[%s/%s] %zu requests outstanding at the stop ended after %.3f s\n", transport(),
+                    GetParam().kind, at_stop, t);
+        EXPECT_LE(t, kBound + kMargin);
+        // Those whose answers were already on their way may complete; the rest fail, each with the cause.
+        EXPECT_GT(check_ended("silent for GDX_PEER_TIMEOUT"), 0u);
+    }
 };
 
 } // namespace gdx::test

@@ -37,18 +37,7 @@ TEST_P(StoppedPeer, TargetStoppedBeforeThePostsFailsEveryRequest) {
 }
 
 TEST_P(StoppedPeer, TargetStoppedMidTransferFailsTheOutstandingRequests) {
-    ASSERT_NO_FATAL_FAILURE(open("target", "mid"));
-    ASSERT_EQ(me_.post(16, 256 << 10), "");
-    ASSERT_GE(progress([&] { return me_.outstanding() < me_.reqs.size(); }, 120), 0) << "no request completed";
-    ASSERT_NO_FATAL_FAILURE(stop_peer());
-    size_t at_stop = me_.outstanding();
-    ASSERT_GT(at_stop, 0u) << "the transfer finished before the stop: the test tests nothing";
-    double t = progress([&] { return me_.outstanding() == 0; }, kHangGuard);
-    ASSERT_GE(t, 0) << me_.outstanding() << " staged requests to a stopped peer still hang";
-    std::printf("[%s] %zu requests outstanding at the stop ended after %.3f s\n", transport(), at_stop, t);
-    EXPECT_LE(t, kBound + kMargin);
-    // Those whose answers were already on their way may complete; the rest fail, each with the cause.
-    EXPECT_GT(check_ended("silent for GDX_PEER_TIMEOUT"), 0u);
+    ASSERT_NO_FATAL_FAILURE(stop_target_mid_transfer());
     EXPECT_EQ(gdx_ep_state(me_.ep), GDX_ERR_TIMEOUT);
     release_ours();
     ASSERT_NO_FATAL_FAILURE(resume_or_kill(true)); // it reads our BYE, gives us up and tears down

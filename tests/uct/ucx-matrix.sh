@@ -28,6 +28,13 @@ tarballs=${GDX_UCX_SRC_TARBALLS:-$root/../shared/ucx-src}
 t0=$(date +%s)
 step() { echo "=== ucx-matrix $which [$(( $(date +%s) - t0 ))s] $*"; }
 die() { echo "ucx-matrix.sh: $*" >&2; exit 1; }
+# Bind mounts into a debootstrapped root ($chroot_dir, set by the stage that uses them), undone at exit. A mount left
+# by an interrupted run is used as it is (sysfs refuses a second mount there).
+mounts=()
+cleanup() { local m; for m in "${mounts[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
+trap cleanup EXIT
+mnt() { mkdir -p "$chroot_dir$2"; mountpoint -q "$chroot_dir$2" && return 0
+        mount "${@:3}" "$1" "$chroot_dir$2"; mounts=("$chroot_dir$2" "${mounts[@]}"); }
 jobs=$(nproc)
 
 unpack() {  # unpack VERSION -> WORK/ucx-VERSION (the release tree)
@@ -91,12 +98,6 @@ case "$which" in
       http://deb.debian.org/debian > "$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; die "debootstrap failed"; }
   fi
   # The checkout and the UCX sources at their own paths inside; /proc, /sys, /dev/shm for UCX and Open MPI.
-  mounts=()
-  cleanup() { local m; for m in "${mounts[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
-  trap cleanup EXIT
-  # A mount left by an interrupted run is used as it is (sysfs refuses a second mount there).
-  mnt() { mkdir -p "$chroot_dir$2"; mountpoint -q "$chroot_dir$2" && return 0
-          mount "${@:3}" "$1" "$chroot_dir$2"; mounts=("$chroot_dir$2" "${mounts[@]}"); }
   mnt "$root" "$root" --bind
   mnt "$work/ucx-$v" "$work/ucx-$v" --bind
   mnt proc /proc -t proc
@@ -164,12 +165,6 @@ case "$which" in
     nr apt-get purge -y -q ucx-utils > /dev/null 2>&1 || die "removing ucx-utils failed"
     touch "$chroot_dir/etc/gdx-noble-ready"
   fi
-  mounts=()
-  cleanup() { local m; for m in "${mounts[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
-  trap cleanup EXIT
-  # A mount left by an interrupted run is used as it is (sysfs refuses a second mount there).
-  mnt() { mkdir -p "$chroot_dir$2"; mountpoint -q "$chroot_dir$2" && return 0
-          mount "${@:3}" "$1" "$chroot_dir$2"; mounts=("$chroot_dir$2" "${mounts[@]}"); }
   mnt "$root" "$root" --bind
   tarballs=$(cd "$tarballs" && pwd -P)
   mnt "$tarballs" "$tarballs" --bind
