@@ -29,6 +29,7 @@ class PeerTable {
         return it == peers_.end() ? nullptr : it->second.get();
     }
     void erase(tp::Endpoint &ep) { peers_.erase(&ep); }
+    bool empty() const { return peers_.empty(); }
     // Every link, in no particular order: `for (auto &[ep, link] : peers)`.
     auto begin() { return peers_.begin(); }
     auto end() { return peers_.end(); }

@@ -71,6 +71,7 @@ enum Cap : uint64_t {
     kCapIntraNode = 1u << 8,   // reaches only peers on this host
     kCapErrHandling = 1u << 9, // a dead peer fails outstanding operations (never hangs)
     kCapPeerMap = 1u << 10,    // memory from MemoryDomain::alloc_shared can be mapped by peers (Endpoint::map_remote)
+    kCapAmInPlace = 1u << 11,  // am_short_iov and am_bcopy_pack write straight into the transport's buffers
 };
 
 inline uint32_t type_bit(mem::MemType t) { return 1u << static_cast<unsigned>(t); }
@@ -180,6 +181,14 @@ class Endpoint;
 // Called from progress() for each active message with this id. `data` is valid only during the call.
 using AmHandler = void (*)(void *arg, Endpoint *ep, const void *data, size_t length);
 
+// One piece of an active message that Endpoint::am_short_iov gathers.
+struct AmSeg {
+    const void *data; // may be null when len is 0
+    size_t len;
+};
+// Writes an active message's bytes at `dst` and returns how many it wrote (UCT's pack callback).
+using AmPackFn = size_t (*)(void *dst, void *arg);
+
 class Endpoint {
   public:
     virtual ~Endpoint() = default;
@@ -203,6 +212,28 @@ class Endpoint {
     // buffers, ≤ max_am_bcopy). Both complete at once (GDX_OK) or return GDX_ERR_NO_RESOURCE.
     virtual gdx_status_t am_short(uint8_t id, const void *data, size_t len) = 0;
     virtual gdx_status_t am_bcopy(uint8_t id, const void *data, size_t len) = 0;
+    // The same without a buffer in between, where the transport has kCapAmInPlace (else GDX_ERR_UNSUPPORTED: the
+    // caller gathers or packs into a buffer and calls am_short / am_bcopy). The handler sees one message either
+    // way. UCX's own transports write a message where it goes; these let the UCX glue do the same.
+    //   am_short_iov   the pieces `segs`, in order (total <= max_am_short): UCT's am_short (its 8-byte header,
+    //                  then the payload) and am_short_iov.
+    //   am_bcopy_pack  the bytes `pack(dst, arg)` writes at dst, at most max_am_bcopy; *len gets what it returned.
+    //                  pack must not call into this endpoint. GDX_ERR_NO_RESOURCE: not sent, and pack may have run
+    //                  (where the transport cannot tell in advance whether the message will fit): a caller whose
+    //                  pack has side effects undoes them, as UCP does. pack writing more than max_am_bcopy is the
+    //                  caller's bug: the endpoint fails rather than send what it may have overwritten.
+    virtual gdx_status_t am_short_iov(uint8_t id, std::span<const AmSeg> segs) {
+        (void)id;
+        (void)segs;
+        return GDX_ERR_UNSUPPORTED;
+    }
+    virtual gdx_status_t am_bcopy_pack(uint8_t id, AmPackFn pack, void *arg, size_t *len) {
+        (void)id;
+        (void)pack;
+        (void)arg;
+        (void)len;
+        return GDX_ERR_UNSUPPORTED;
+    }
     // Large active message without an intermediate copy: header (≤ max_am_short) then payload from a
     // registered buffer; the handler sees header and payload contiguous.
     virtual gdx_status_t am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload,

@@ -6,6 +6,7 @@
 #include "uct/bridge_engine.h"
 #include "uct/bridge_internal.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -202,6 +203,17 @@ extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_nam
     }
     iface->md = md;
     iface->glue = glue;
+    const tp::Capabilities &caps = iface->itf->caps();
+    iface->in_place = (caps.flags & tp::kCapAmInPlace) != 0;
+    if (!iface->in_place) {
+        iface->scratch_len = std::max(caps.max_am_short, caps.max_am_bcopy);
+        iface->scratch.reset(new (std::nothrow) uint8_t[std::max<size_t>(iface->scratch_len, 1)]);
+        if (!iface->scratch) {
+            if (iface->owned == nullptr) md->anchor_lent = false;
+            return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "iface open: out of memory for a %zu-byte send buffer",
+                            iface->scratch_len);
+        }
+    }
     for (unsigned id = 0; id < tp::kMaxAmId; ++id) {
         if (id == kEngineAmId && md->ue) continue; // the engine's control messages: never UCP's
         iface->slots[id] = AmSlot{iface.get(), static_cast<uint8_t>(id)};
@@ -395,12 +407,40 @@ extern "C" gdx_status_t gdx_uct_ep_connect(gdx_uct_ep_t *ep, const void *address
     return st;
 }
 
-extern "C" gdx_status_t gdx_uct_ep_am_short(gdx_uct_ep_t *ep, uint8_t id, const void *data, size_t len) {
-    return accepted(ep, ep->ep->am_short(id, data, len));
+extern "C" gdx_status_t gdx_uct_ep_am_short_iov(gdx_uct_ep_t *ep, uint8_t id, const gdx_uct_seg_t *segs,
+                                                size_t count) {
+    gdx_uct_iface *iface = ep->iface;
+    if (count > GDX_UCT_MAX_SEGS)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_short of %zu pieces (at most %d)", count, GDX_UCT_MAX_SEGS);
+    if (iface->in_place) {
+        tp::AmSeg v[GDX_UCT_MAX_SEGS];
+        for (size_t i = 0; i < count; ++i) v[i] = tp::AmSeg{segs[i].data, segs[i].length};
+        return accepted(ep, ep->ep->am_short_iov(id, std::span<const tp::AmSeg>(v, count)));
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < count; ++i) {
+        if (segs[i].length > iface->scratch_len - total)
+            return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_short of more than %zu bytes (max_am_short %zu)",
+                            iface->scratch_len, iface->itf->caps().max_am_short);
+        if (segs[i].length != 0) std::memcpy(iface->scratch.get() + total, segs[i].data, segs[i].length);
+        total += segs[i].length;
+    }
+    return accepted(ep, ep->ep->am_short(id, iface->scratch.get(), total));
 }
 
-extern "C" gdx_status_t gdx_uct_ep_am_bcopy(gdx_uct_ep_t *ep, uint8_t id, const void *data, size_t len) {
-    return accepted(ep, ep->ep->am_bcopy(id, data, len));
+extern "C" gdx_status_t gdx_uct_ep_am_bcopy_pack(gdx_uct_ep_t *ep, uint8_t id, gdx_uct_pack_cb_t pack, void *arg,
+                                                 size_t *len) {
+    gdx_uct_iface *iface = ep->iface;
+    if (iface->in_place) return accepted(ep, ep->ep->am_bcopy_pack(id, pack, arg, len));
+    // The transport copies from a buffer: UCT's pack callback fills the interface's first. On back-pressure the
+    // packing is wasted; UCP restores its send state and packs again later.
+    size_t n = pack(iface->scratch.get(), arg);
+    if (n > iface->itf->caps().max_am_bcopy)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_bcopy: the pack callback wrote %zu bytes (max_am_bcopy %zu)",
+                        n, iface->itf->caps().max_am_bcopy);
+    gdx_status_t st = accepted(ep, ep->ep->am_bcopy(id, iface->scratch.get(), n));
+    if (st == GDX_OK) *len = n;
+    return st;
 }
 
 extern "C" gdx_status_t gdx_uct_ep_am_zcopy(gdx_uct_ep_t *ep, uint8_t id, const void *header, size_t header_len,

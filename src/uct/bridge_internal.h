@@ -154,6 +154,11 @@ struct gdx_uct_iface {
     std::unique_ptr<gdx::tp::Interface> owned; // null when the MD's anchor is borrowed
     gdx::tp::Interface *itf = nullptr;
     void *glue = nullptr;
+    // Active messages: written in place by the transport (kCapAmInPlace), or gathered / packed into `scratch`
+    // (max(max_am_short, max_am_bcopy) bytes, made at open only for such transports) and handed over from there.
+    bool in_place = false;
+    std::unique_ptr<uint8_t[]> scratch;
+    size_t scratch_len = 0;
     AmSlot slots[gdx::tp::kMaxAmId];
     gdx_uct_ep *eps = nullptr;
     GdxUctComp *free_comps = nullptr;

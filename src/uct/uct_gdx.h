@@ -136,8 +136,21 @@ gdx_status_t gdx_uct_ep_connect(gdx_uct_ep_t *ep, const void *address);
 
 /* Operation results follow transport.h: GDX_OK (done), GDX_INPROGRESS (comp completes later),
  * GDX_ERR_NO_RESOURCE (nothing queued). `comp` is the glue's uct_completion_t*, or NULL. */
-gdx_status_t gdx_uct_ep_am_short(gdx_uct_ep_t *ep, uint8_t id, const void *data, size_t len);
-gdx_status_t gdx_uct_ep_am_bcopy(gdx_uct_ep_t *ep, uint8_t id, const void *data, size_t len);
+
+/* One piece of an am_short: UCT's 8-byte header, the payload, the entries of am_short_iov. */
+typedef struct {
+    const void *data; /* may be NULL when length is 0 */
+    size_t     length;
+} gdx_uct_seg_t;
+#define GDX_UCT_MAX_SEGS 8 /* pieces per am_short (UCP 1.13 sends at most 4) */
+typedef size_t (*gdx_uct_pack_cb_t)(void *dest, void *arg); /* uct_pack_callback_t */
+
+/* am_short of `count` <= GDX_UCT_MAX_SEGS pieces, in order. Where the transport writes in place (shm), each
+ * piece goes straight into the peer's ring; otherwise they are gathered into a per-interface buffer first. */
+gdx_status_t gdx_uct_ep_am_short_iov(gdx_uct_ep_t *ep, uint8_t id, const gdx_uct_seg_t *segs, size_t count);
+/* am_bcopy whose bytes `pack` writes: straight into the peer's ring where the transport writes in place, else
+ * into a per-interface buffer first. *len = what pack returned (on GDX_OK). */
+gdx_status_t gdx_uct_ep_am_bcopy_pack(gdx_uct_ep_t *ep, uint8_t id, gdx_uct_pack_cb_t pack, void *arg, size_t *len);
 gdx_status_t gdx_uct_ep_am_zcopy(gdx_uct_ep_t *ep, uint8_t id, const void *header, size_t header_len,
                                  const void *payload, size_t len, gdx_uct_memh_t *memh, void *comp);
 gdx_status_t gdx_uct_ep_put(gdx_uct_ep_t *ep, const void *buf, size_t len, gdx_uct_memh_t *memh,

@@ -56,7 +56,7 @@ typedef struct uct_gdx_iface {
     gdx_uct_iface_t      *bridge;
     gdx_uct_iface_attr_t attr;
     uint64_t             system_id;   /* device address: intra-node transports reach this host only */
-    void                 *scratch;    /* header + payload of am_short, packed am_bcopy */
+    void                 *scratch;    /* am_short_iov of more than GDX_UCT_MAX_SEGS entries, gathered */
     size_t               scratch_size;
 } uct_gdx_iface_t;
 

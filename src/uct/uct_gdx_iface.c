@@ -138,35 +138,52 @@ static UCS_F_MAYBE_UNUSED int uct_gdx_ep_is_connected(const uct_ep_h tl_ep, cons
 }
 UCT_GDX_DEFINE_EP_IS_CONNECTED(uct_gdx_ep_is_connected_v2, uct_gdx_ep_is_connected)
 
+/* Header and payload go to the bridge as two pieces, which a transport that writes in place (shm) copies straight
+ * into the peer's ring: no staging buffer, as UCX's own transports (the receiver sees them contiguous). */
 static ucs_status_t uct_gdx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header, const void *payload,
                                         unsigned length)
 {
-    uct_gdx_iface_t *iface = UCT_GDX_EP_IFACE(tl_ep);
-    size_t total           = sizeof(header) + length;
+    uct_gdx_iface_t *iface    = UCT_GDX_EP_IFACE(tl_ep);
+    const gdx_uct_seg_t segs[] = {{&header, sizeof(header)}, {payload, length}}; /* payload may be NULL if 0 */
 
     UCT_CHECK_AM_ID(id);
-    UCT_CHECK_LENGTH(total, 0, iface->attr.max_am_short, "am_short");
-    /* The receiver sees header and payload contiguous; gdx's am_short takes one buffer. */
-    memcpy(iface->scratch, &header, sizeof(header));
-    if (length > 0) { /* UCP sends header-only messages with payload NULL: memcpy must not see it */
-        memcpy(UCS_PTR_BYTE_OFFSET(iface->scratch, sizeof(header)), payload, length);
-    }
-    return uct_gdx_op_status(iface, gdx_uct_ep_am_short(UCT_GDX_EP(tl_ep), id, iface->scratch, total),
-                             "am_short");
+    UCT_CHECK_LENGTH(sizeof(header) + length, 0, iface->attr.max_am_short, "am_short");
+    return uct_gdx_op_status(iface, gdx_uct_ep_am_short_iov(UCT_GDX_EP(tl_ep), id, segs, 2), "am_short");
 }
 
 static ucs_status_t uct_gdx_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_iov_t *iov, size_t iovcnt)
 {
     uct_gdx_iface_t *iface = UCT_GDX_EP_IFACE(tl_ep);
     size_t total           = uct_iov_total_length(iov, iovcnt);
-    ucs_iov_iter_t iter;
+    gdx_uct_seg_t segs[GDX_UCT_MAX_SEGS];
+    size_t i, len, off = 0;
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(total, 0, iface->attr.max_am_short, "am_short_iov");
-    ucs_iov_iter_init(&iter);
-    uct_iov_to_buffer(iov, iovcnt, &iter, iface->scratch, SIZE_MAX);
-    return uct_gdx_op_status(iface, gdx_uct_ep_am_short(UCT_GDX_EP(tl_ep), id, iface->scratch, total),
-                             "am_short_iov");
+    if ((iovcnt > GDX_UCT_MAX_SEGS) && (total > iface->scratch_size)) {
+        ucs_error("%s: am_short_iov of %zu bytes (max %zu)", uct_gdx_iface_name(iface), total, iface->scratch_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    for (i = 0; i < iovcnt; ++i) {
+        if ((iov[i].count > 1) && (iov[i].stride != iov[i].length)) {
+            ucs_error("%s: am_short_iov with strided data is not supported", uct_gdx_iface_name(iface));
+            return UCS_ERR_UNSUPPORTED;
+        }
+        len = uct_iov_get_length(&iov[i]);
+        if (iovcnt <= GDX_UCT_MAX_SEGS) {
+            segs[i].data   = iov[i].buffer;
+            segs[i].length = len;
+        } else if (len > 0) { /* more pieces than the bridge takes (UCP sends at most 4): gathered here */
+            memcpy(UCS_PTR_BYTE_OFFSET(iface->scratch, off), iov[i].buffer, len);
+            off += len;
+        }
+    }
+    if (iovcnt > GDX_UCT_MAX_SEGS) {
+        segs[0].data   = iface->scratch;
+        segs[0].length = off;
+        iovcnt         = 1;
+    }
+    return uct_gdx_op_status(iface, gdx_uct_ep_am_short_iov(UCT_GDX_EP(tl_ep), id, segs, iovcnt), "am_short_iov");
 }
 
 static ssize_t uct_gdx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb, void *arg,
@@ -174,14 +191,12 @@ static ssize_t uct_gdx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback
 {
     uct_gdx_iface_t *iface = UCT_GDX_EP_IFACE(tl_ep);
     ucs_status_t status;
-    size_t length;
+    size_t length = 0;
 
     UCT_CHECK_AM_ID(id);
-    /* gdx's am_bcopy copies from a buffer, so UCT's pack callback fills the interface's scratch first. On
-     * back-pressure the packing is wasted; UCP restores its send state and packs again later. */
-    length = pack_cb(iface->scratch, arg);
-    UCT_CHECK_LENGTH(length, 0, iface->attr.max_am_bcopy, "am_bcopy");
-    status = uct_gdx_op_status(iface, gdx_uct_ep_am_bcopy(UCT_GDX_EP(tl_ep), id, iface->scratch, length),
+    /* UCT's pack callback writes straight into the peer's ring where the transport writes in place (shm), as
+     * into UCX's own FIFO elements; elsewhere into the bridge's buffer, from which the transport copies. */
+    status = uct_gdx_op_status(iface, gdx_uct_ep_am_bcopy_pack(UCT_GDX_EP(tl_ep), id, pack_cb, arg, &length),
                                "am_bcopy");
     return (status == UCS_OK) ? (ssize_t)length : (ssize_t)status;
 }
@@ -486,8 +501,8 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_iface_t, uct_md_h md, uct_worker_h worker, co
         return uct_gdx_fail(st, "iface_open", name);
     }
     gdx_uct_iface_attr(self->bridge, &self->attr);
-    self->scratch_size = ucs_max(self->attr.max_am_short, self->attr.max_am_bcopy);
-    self->scratch      = ucs_malloc(ucs_max(self->scratch_size, sizeof(uint64_t)), "gdx am scratch");
+    self->scratch_size = self->attr.max_am_short;
+    self->scratch      = ucs_malloc(ucs_max(self->scratch_size, sizeof(uint64_t)), "gdx am_short_iov gather");
     if (self->scratch == NULL) {
         gdx_uct_iface_close(self->bridge);
         ucs_error("%s: out of memory for a %zu-byte send buffer", name, self->scratch_size);

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -156,6 +157,44 @@ TEST_P(TransportBase, BadAmArgumentsAreRefusedAndSendNothing) {
     EXPECT_EQ(r.last, (std::vector<uint8_t>{7, 7, 7}));
     EXPECT_EQ(ea->state(), GDX_OK);
     EXPECT_EQ(eb->state(), GDX_OK);
+}
+
+// kCapAmInPlace says what am_short_iov and am_bcopy_pack do (the UCX glue chooses its path by it): with it, the
+// pieces and the packed bytes arrive as one message each; without it both answer GDX_ERR_UNSUPPORTED, run no pack
+// function and send nothing.
+size_t pack_abc(void *dst, void *arg) {
+    ++*static_cast<unsigned *>(arg);
+    std::memcpy(dst, "abc", 3);
+    return 3;
+}
+
+TEST_P(TransportBase, InPlaceActiveMessagesFollowTheirCapability) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    Received r;
+    ASSERT_EQ(b->set_am_handler(2, on_am, &r), GDX_OK);
+    const uint8_t hdr[8] = {1, 2, 3, 4, 5, 6, 7, 8}, payload[3] = {9, 10, 11};
+    const tp::AmSeg segs[2] = {{hdr, sizeof(hdr)}, {payload, sizeof(payload)}};
+    unsigned packs = 0;
+    size_t len = 0;
+    gdx_status_t st;
+    if ((a->caps().flags & tp::kCapAmInPlace) == 0) {
+        EXPECT_EQ(ea->am_short_iov(2, segs), GDX_ERR_UNSUPPORTED);
+        EXPECT_EQ(ea->am_bcopy_pack(2, pack_abc, &packs, &len), GDX_ERR_UNSUPPORTED);
+        EXPECT_EQ(packs, 0u);
+        ASSERT_EQ(send_am(2, {7}), GDX_OK); // nothing went before it
+        ASSERT_TRUE(wait([&] { return r.calls >= 1; }));
+        EXPECT_EQ(r.last, std::vector<uint8_t>{7});
+        return;
+    }
+    ASSERT_TRUE(wait([&] { return (st = ea->am_short_iov(2, segs)) != GDX_ERR_NO_RESOURCE; }));
+    ASSERT_EQ(st, GDX_OK);
+    ASSERT_TRUE(wait([&] { return r.calls == 1; }));
+    EXPECT_EQ(r.last, (std::vector<uint8_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+    ASSERT_TRUE(wait([&] { return (st = ea->am_bcopy_pack(2, pack_abc, &packs, &len)) != GDX_ERR_NO_RESOURCE; }));
+    ASSERT_EQ(st, GDX_OK);
+    EXPECT_EQ(len, 3u);
+    ASSERT_TRUE(wait([&] { return r.calls == 2; }));
+    EXPECT_EQ(r.last, (std::vector<uint8_t>{'a', 'b', 'c'}));
 }
 
 TEST_P(TransportBase, BadMemRegArgumentsAreRefusedAndWriteNothing) {

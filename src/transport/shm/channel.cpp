@@ -118,6 +118,7 @@ gdx_status_t Channel::make_segment() {
     if (st != GDX_OK) return st;
     // The consumer (us) starts the ring; the producer reads these when it maps the segment.
     new (own_.base()) RingCtl{};
+    local_extra_ = own_.base() + kRingDataOff + c.ring_size;
     return GDX_OK;
 }
 
@@ -335,7 +336,6 @@ void Channel::go_up(int peer_seg_fd, uint64_t seg_size, int peer_evfd, uint64_t 
         else if (c.cma == Ternary::Yes) return fail(st, "GDX_SHM_CMA=yes but cross-memory attach is refused");
     }
     state_ = State::Up;
-    last_rx_ns_ = Hub::now_ns();
     uint32_t caps = i_can_cma_ ? kCapsCma : 0;
     push(kRecCaps, 0, 0, &caps, sizeof(caps), nullptr, 0); // first record of an empty ring: always fits
     GDX_DEBUG(c.transport, "endpoint %" PRIu64 " up with pid %d (cma %s)", ep_id_, static_cast<int>(peer_pid_),
@@ -359,6 +359,7 @@ void Channel::fail(gdx_status_t status, const char *why) {
 }
 
 void Channel::release_peer() {
+    local_extra_ = nullptr;
     own_.reset();
     peer_seg_.reset();
     if (peer_evfd_ >= 0) close(peer_evfd_);
@@ -379,18 +380,28 @@ void Channel::signal_peer() {
 
 bool Channel::push(uint8_t type, uint8_t id, uint16_t flags, const void *body, size_t body_len, const void *payload,
                    size_t payload_len) {
-    if (state_ != State::Up) return false;
-    size_t len = sizeof(RecHdr) + body_len + payload_len;
-    if (len > max_record_) return false;
-    uint8_t *p = tx_.reserve(len);
+    uint8_t *p = begin_record(body_len + payload_len);
     if (p == nullptr) return false;
+    if (body_len) std::memcpy(p, body, body_len);
+    if (payload_len) std::memcpy(p + body_len, payload, payload_len);
+    end_record(type, id, flags, body_len + payload_len);
+    return true;
+}
+
+uint8_t *Channel::begin_record(size_t max_body) {
+    if (state_ != State::Up || max_body > max_record_ - sizeof(RecHdr)) return nullptr;
+    open_rec_ = tx_.begin(sizeof(RecHdr) + max_body);
+    return open_rec_ != nullptr ? open_rec_ + sizeof(RecHdr) : nullptr;
+}
+
+void Channel::end_record(uint8_t type, uint8_t id, uint16_t flags, size_t body_len) {
+    size_t len = sizeof(RecHdr) + body_len;
     RecHdr h{static_cast<uint32_t>(len), type, id, flags};
-    std::memcpy(p, &h, sizeof(h));
-    if (body_len) std::memcpy(p + sizeof(h), body, body_len);
-    if (payload_len) std::memcpy(p + sizeof(h) + body_len, payload, payload_len);
+    std::memcpy(open_rec_, &h, sizeof(h));
+    open_rec_ = nullptr;
+    tx_.commit(len);
     tx_.publish();
     signal_peer();
-    return true;
 }
 
 unsigned Channel::poll(unsigned budget) {
@@ -420,7 +431,7 @@ unsigned Channel::poll(unsigned budget) {
     }
     if (n) {
         rx_.release();
-        last_rx_ns_ = Hub::now_ns();
+        rx_records_ += n;
     }
     return n;
 }
@@ -520,9 +531,6 @@ void Channel::check_timeout(int64_t now_ns) {
     }
 }
 
-uint8_t *Channel::local_extra() const {
-    return own_.base() ? own_.base() + kRingDataOff + hub_->config().ring_size : nullptr;
-}
 uint8_t *Channel::peer_extra_area() const {
     return peer_seg_.base() ? peer_seg_.base() + kRingDataOff + hub_->config().ring_size : nullptr;
 }

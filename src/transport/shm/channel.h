@@ -90,6 +90,12 @@ class Channel {
     // the ring is full or the channel is not up; nothing is written then.
     bool push(uint8_t type, uint8_t id, uint16_t flags, const void *body, size_t body_len, const void *payload,
               size_t payload_len);
+    // A record whose body the caller writes in place, with no buffer in between: begin_record() returns where the
+    // body goes, with room for `max_body` bytes (nullptr when the ring has not that much free, or the channel is
+    // not up); end_record() ends it at `body_len` <= max_body bytes, writes its header and publishes it as push()
+    // does. Nothing else is pushed in between; a begun record that is never ended is never seen.
+    uint8_t *begin_record(size_t max_body);
+    void end_record(uint8_t type, uint8_t id, uint16_t flags, size_t body_len);
     // Wakes the peer if it sleeps on its wakeup fd (push() does this; for writers of the extra area).
     void signal_peer();
     // Dispatches up to `budget` records to the owner; returns how many.
@@ -107,10 +113,12 @@ class Channel {
     bool peer_can_cma() const { return peer_can_cma_; } // the peer says it works in its direction
     uint64_t local_ep_id() const { return ep_id_; }
     const EpAddress &peer() const { return remote_; }
-    uint8_t *local_extra() const;  // this side's extra area (extra_size bytes)
+    uint8_t *local_extra() const { return local_extra_; } // this side's extra area (extra_size bytes), or null
     uint8_t *peer_extra_area() const; // the peer's extra area, mapped here
     size_t extra_size() const;
-    int64_t last_rx_ns() const { return last_rx_ns_; }
+    // Records consumed so far: an owner's peer-silence clock compares it between its own checks, so the delivery
+    // path reads no clock.
+    uint64_t rx_records() const { return rx_records_; }
 
     // ---- used by the hub ----
     int sock() const { return sock_; }
@@ -143,13 +151,15 @@ class Channel {
     int sock_ = -1;
     pid_t peer_pid_ = 0;
     Segment own_, peer_seg_;
+    uint8_t *local_extra_ = nullptr; // in own_: read on every progress call (grant mailboxes)
     int peer_evfd_ = -1;
     RingWriter tx_;
+    uint8_t *open_rec_ = nullptr; // begin_record() .. end_record()
     RingReader rx_;
     size_t max_record_ = 0;
     bool i_can_cma_ = false, peer_can_cma_ = false;
     volatile uint64_t probe_word_ = 0; // the peer reads it with process_vm_readv to learn whether CMA works
-    int64_t last_rx_ns_ = 0;
+    uint64_t rx_records_ = 0;
 
     // HELLOs that arrived before connect() named our peer (the peer was faster). More than one can come: UCP's
     // wire-up may replace a peer endpoint (destroy it, create another, connect that one to us too) before we are

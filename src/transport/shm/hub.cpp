@@ -15,7 +15,8 @@
 namespace gdx::tp::shm {
 
 namespace {
-constexpr int64_t kCtrlPollIntervalNs = 1'000'000; // hang-up detection latency while idle
+// Hang-up detection latency while idle (the coarse clock it is read with rounds it up to a kernel tick).
+constexpr int64_t kCtrlPollIntervalNs = 1'000'000;
 } // namespace
 
 size_t segment_size(size_t ring_size, size_t extra_size) {
@@ -38,11 +39,18 @@ uint64_t host_identity() {
     return id;
 }
 
-int64_t Hub::now_ns() {
+namespace {
+int64_t clock_ns(clockid_t id) {
     timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    // The coarse clock exists since Linux 2.6.32; a kernel without it gets the precise one. CLOCK_MONOTONIC with a
+    // valid pointer cannot fail: 0 only keeps the arithmetic defined.
+    if (clock_gettime(id, &ts) != 0 && clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
     return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
+} // namespace
+
+int64_t Hub::now_ns() { return clock_ns(CLOCK_MONOTONIC); }
+int64_t Hub::coarse_ns() { return clock_ns(CLOCK_MONOTONIC_COARSE); }
 
 gdx_status_t Hub::create(const HubConfig &cfg, std::unique_ptr<Hub> *out) {
     if (cfg.ring_size < 65536 || (cfg.ring_size & (cfg.ring_size - 1)) != 0 || cfg.ring_size > (1ull << 30))
@@ -165,12 +173,14 @@ void Hub::handle_pending(size_t i) {
 }
 
 unsigned Hub::progress_ctrl(bool force) {
-    int64_t now = now_ns();
     bool busy = !pending_.empty();
     for (Channel *c : channels_)
         if (c->state() == Channel::State::Connecting) busy = true;
-    if (!force && !busy && now < next_poll_ns_) return 0;
-    next_poll_ns_ = now + kCtrlPollIntervalNs;
+    // This runs on every progress call of the interface: the idle case reads only the coarse clock.
+    int64_t tick = coarse_ns();
+    if (!force && !busy && tick < next_poll_ns_) return 0;
+    next_poll_ns_ = tick + kCtrlPollIntervalNs;
+    int64_t now = now_ns(); // connection deadlines are on this clock
     unsigned n = 0;
     epoll_event evs[32];
     int k = epoll_wait(epoll_fd_, evs, 32, 0);

@@ -62,7 +62,16 @@ class RingWriter {
     // Contiguous space for a record of `len` bytes (header included), or nullptr when the ring is full. The
     // record becomes visible at the next publish(); reserve() may be called several times before it.
     uint8_t *reserve(size_t len) {
-        size_t span = rec_span(len);
+        uint8_t *p = begin(len);
+        if (p != nullptr) commit(len);
+        return p;
+    }
+    // A record written in place whose length is known only afterwards (UCT's pack callback): begin() returns
+    // contiguous space for up to `max_len` bytes (header included), or nullptr when the ring has not that much
+    // free; commit() ends the record at `len` <= max_len bytes. Only the committed span is taken: the rest stays
+    // free. (A PAD written by begin() to skip a too-short end of the ring stays, which is harmless.)
+    uint8_t *begin(size_t max_len) {
+        size_t span = rec_span(max_len);
         size_t pos = tail_ & (size_ - 1);
         size_t room = size_ - pos;
         size_t need = span <= room ? span : room + span; // a PAD fills the end first
@@ -73,10 +82,9 @@ class RingWriter {
             tail_ += room;
             pos = 0;
         }
-        uint8_t *p = data_ + pos;
-        tail_ += span;
-        return p;
+        return data_ + pos;
     }
+    void commit(size_t len) { tail_ += rec_span(len); }
     // True when a record of `len` bytes would fit now.
     bool can_reserve(size_t len) {
         size_t span = rec_span(len);

@@ -5,6 +5,7 @@
 #include "transport/shm/shm_iface.h"
 
 #include <algorithm>
+#include <new>
 #include <sched.h>
 
 namespace gdx::tp::shm {
@@ -33,7 +34,7 @@ gdx_status_t ShmIface::create(const Config &cfg, std::unique_ptr<Interface> *out
     size_t max_rec = hc.ring_size / 8;
     Capabilities &c = ifc->caps_;
     c.flags = kCapPut | kCapGet | kCapAmShort | kCapAmBcopy | kCapAmZcopy | kCapFlush | kCapFence | kCapWakeup |
-              kCapIntraNode | kCapErrHandling | kCapPeerMap;
+              kCapIntraNode | kCapErrHandling | kCapPeerMap | kCapAmInPlace;
     c.direct_types = type_bit(mem::MemType::HostPageable) | type_bit(mem::MemType::HostPinned) |
                      type_bit(mem::MemType::HostRegistered);
     c.max_put = c.max_get = size_t{1} << 40;
@@ -61,6 +62,15 @@ gdx_status_t ShmIface::ep_create(std::unique_ptr<Endpoint> *out) {
 }
 
 void ShmIface::remove_ep(ShmEp *ep) { eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end()); }
+
+uint8_t *ShmIface::pack_buffer() {
+    if (!pack_buf_) {
+        pack_buf_.reset(new (std::nothrow) uint8_t[caps_.max_am_bcopy]);
+        if (!pack_buf_)
+            GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "out of memory for a %zu-byte am_bcopy buffer", caps_.max_am_bcopy);
+    }
+    return pack_buf_.get();
+}
 
 void ShmIface::service_grants() {
     for (ShmEp *ep : eps_) ep->service_grant();

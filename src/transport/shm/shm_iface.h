@@ -96,7 +96,9 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
                      const RemoteKey &rkey, Completion *comp) override;
     gdx_status_t get(void *buf, size_t len, const MemHandle *lmemh, uint64_t remote_addr, const RemoteKey &rkey,
                      Completion *comp) override;
-    // am_short, am_bcopy: RingAmEndpoint's (through am_zcopy)
+    // am_short, am_bcopy: RingAmEndpoint's (through am_zcopy); the UCX glue calls these two instead (kCapAmInPlace)
+    gdx_status_t am_short_iov(uint8_t id, std::span<const AmSeg> segs) override;
+    gdx_status_t am_bcopy_pack(uint8_t id, AmPackFn pack, void *arg, size_t *len) override;
     gdx_status_t am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
                           const MemHandle *memh, Completion *comp) override;
     gdx_status_t flush(Completion *comp) override;
@@ -161,6 +163,11 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     void handle_put_data(const RecHdr &h, const uint8_t *body, size_t len);
     void handle_get_data(const RecHdr &h, const uint8_t *body, size_t len);
     bool resources_free();
+    gdx_status_t am_ready();
+    // Nothing to do: no record, no grant for us, nothing queued, parked or outstanding.
+    bool idle();
+    // Fails the channel when the peer has been silent for GDX_PEER_TIMEOUT while operations are outstanding.
+    void check_silence();
     void protocol_error(const char *what);
     // A refused request's log line: WARN the first time per peer and status, then debug (refusal_log.h).
     void log_refusal(gdx_status_t st, std::string_view cause, const char *fmt, ...) const
@@ -182,7 +189,10 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     std::unordered_map<uint64_t, gdx_status_t> put_errors_; // ring-copy puts that failed part-way (target side)
     PendingQueue pending_;
     uint64_t grant_seq_ = 0, serviced_grant_ = 0, grant_key_ = 0;
-    int64_t busy_since_ns_ = 0; // when the outstanding count last rose from 0 (peer-timeout reference)
+    // The peer-silence clock (Hub::coarse_ns()): when the outstanding count last rose from 0, when records were
+    // last seen arriving, and the channel's record count at that look.
+    int64_t busy_since_ns_ = 0, last_rx_ns_ = 0;
+    uint64_t rx_seen_ = 0;
     PeerMapper peer_map_; // map_remote, and answers to the peer's (its pending requests count for the clock)
 };
 
@@ -211,6 +221,9 @@ class ShmIface final : public InterfaceBase {
     const ShmTunables &tun() const { return tun_; }
     void add_ep(ShmEp *ep) { eps_.push_back(ep); }
     void remove_ep(ShmEp *ep);
+    // max_am_bcopy bytes for ShmEp::am_bcopy_pack while a ring is too full to pack in place (made on first use;
+    // nullptr, logged, when out of memory).
+    uint8_t *pack_buffer();
     // Performs grants posted to any endpoint of this interface (called while a target waits for its initiator,
     // so that two processes waiting on each other's grants both move).
     void service_grants();
@@ -224,6 +237,7 @@ class ShmIface final : public InterfaceBase {
     ShmMd md_;
     ShmTunables tun_;
     std::vector<ShmEp *> eps_;
+    std::unique_ptr<uint8_t[]> pack_buf_;
 };
 
 class ShmComponent final : public Component {

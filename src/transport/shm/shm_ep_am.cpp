@@ -1,0 +1,86 @@
+// shm endpoint: active messages. Every one is copied into the peer's ring before its call returns; am_short_iov and
+// am_bcopy_pack (kCapAmInPlace, what the UCX glue calls) write it there directly, as UCX's own shared-memory
+// transports write their FIFO elements, so the small-message path has no buffer in between
+// (bench/results/uct-small-2026-11-25).
+#include "core/error.h"
+#include "transport/ep_checks.h"
+#include "transport/shm/shm_iface.h"
+
+#include <cstring>
+
+namespace gdx::tp::shm {
+
+namespace {
+constexpr const char *kComp = "shm";
+} // namespace
+
+// Whether an active message may go now: GDX_OK, GDX_ERR_NO_RESOURCE (connecting, or held behind a fence), or the
+// endpoint's error.
+gdx_status_t ShmEp::am_ready() {
+    if (ch_.up() && !fence_) return GDX_OK; // the common case first: every active message asks
+    gdx_status_t st = ch_.status();
+    if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE;
+    if (st != GDX_OK) return st;
+    if (active_ > 0 || !sendq_.empty()) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
+    fence_ = false;
+    return GDX_OK;
+}
+
+gdx_status_t ShmEp::am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
+                             const MemHandle *, Completion *) {
+    if (gdx_status_t st = check_am_zcopy(*iface_, id, header, header_len, payload, len); st != GDX_OK) return st;
+    if (gdx_status_t st = am_ready(); st != GDX_OK) return st;
+    // Copied into the peer's ring at once: the caller's buffers are free again when this returns.
+    return ch_.push(kRecAm, id, 0, header, header_len, payload, len) ? GDX_OK : GDX_ERR_NO_RESOURCE;
+}
+
+gdx_status_t ShmEp::am_short_iov(uint8_t id, std::span<const AmSeg> segs) {
+    size_t total = 0;
+    const void *data = segs.data(); // stands for the pieces in check_am_short: null when one has bytes but no data
+    for (const AmSeg &s : segs) {
+        total += s.len;
+        if (s.data == nullptr && s.len != 0) data = nullptr;
+    }
+    if (gdx_status_t st = check_am_short(*iface_, id, data, total); st != GDX_OK) return st;
+    if (gdx_status_t st = am_ready(); st != GDX_OK) return st;
+    // Each piece straight into the peer's ring: no buffer in between (UCT's header and payload arrive apart).
+    uint8_t *p = ch_.begin_record(total);
+    if (p == nullptr) return GDX_ERR_NO_RESOURCE;
+    for (const AmSeg &s : segs) {
+        if (s.len != 0) std::memcpy(p, s.data, s.len);
+        p += s.len;
+    }
+    ch_.end_record(kRecAm, id, 0, total);
+    return GDX_OK;
+}
+
+gdx_status_t ShmEp::am_bcopy_pack(uint8_t id, AmPackFn pack, void *arg, size_t *len) {
+    if (gdx_status_t st = check_am_bcopy(*iface_, id, nullptr, 0); st != GDX_OK) return st; // the id
+    if (pack == nullptr || len == nullptr)
+        return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_bcopy id %u: null pack function or length", id);
+    if (gdx_status_t st = am_ready(); st != GDX_OK) return st;
+    const size_t max = iface_->caps().max_am_bcopy;
+    // With room for the largest message, pack writes straight into the ring; the record then takes only what it
+    // wrote. Otherwise this one may still fit: it is packed into the interface's buffer and copied in if it does
+    // (a copy more, only while the ring is that full).
+    uint8_t *dst = ch_.begin_record(max);
+    bool in_ring = dst != nullptr;
+    if (!in_ring) {
+        if (!ch_.can_push(sizeof(RecHdr))) return GDX_ERR_NO_RESOURCE; // not even an empty message fits: no packing
+        if ((dst = iface_->pack_buffer()) == nullptr) return GDX_ERR_NO_MEMORY;
+    }
+    size_t n = pack(dst, arg);
+    if (n > max) {
+        gdx_status_t st = GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp,
+                                   "am_bcopy id %u: the pack function wrote %zu bytes, more than max_am_bcopy %zu; "
+                                   "the endpoint fails (what lay behind that space may be overwritten)", id, n, max);
+        ch_.fail(st, "am_bcopy pack overrun");
+        return st;
+    }
+    if (in_ring) ch_.end_record(kRecAm, id, 0, n);
+    else if (!ch_.push(kRecAm, id, 0, dst, n, nullptr, 0)) return GDX_ERR_NO_RESOURCE;
+    *len = n;
+    return GDX_OK;
+}
+
+} // namespace gdx::tp::shm

@@ -1,0 +1,243 @@
+// shm active messages written in place (kCapAmInPlace: Endpoint::am_short_iov and am_bcopy_pack, what the UCX glue
+// calls for am_short and am_bcopy): two endpoints of one interface in one process. Every message is checked byte for
+// byte and in order; back-pressure, pack callbacks returning 0 or fewer bytes than they could, bad arguments.
+#include "common.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <deque>
+
+namespace gdx::test {
+namespace {
+
+constexpr uint8_t kId = 4;
+constexpr auto kLimit = std::chrono::milliseconds(10000);
+
+// A connected pair a -> b on one interface, recording what arrives for kId.
+class ShmAm : public ::testing::Test {
+  protected:
+    void open(const Config::Overrides &ov = {}) {
+        ASSERT_EQ(open_transport("shm", "memory", ov, &tp), GDX_OK);
+        ASSERT_TRUE(tp.iface->caps().flags & tp::kCapAmInPlace);
+        ASSERT_EQ(tp.iface->set_am_handler(kId, on_am, this), GDX_OK);
+        ASSERT_EQ(tp.iface->ep_create(&a), GDX_OK);
+        ASSERT_EQ(tp.iface->ep_create(&b), GDX_OK);
+        ASSERT_EQ(a->connect(b->address()), GDX_INPROGRESS);
+        ASSERT_EQ(b->connect(a->address()), GDX_INPROGRESS);
+        ASSERT_TRUE(progress_until(*tp.iface, [&] { return a->state() == GDX_OK && b->state() == GDX_OK; }, kLimit));
+    }
+    static void on_am(void *arg, tp::Endpoint *, const void *data, size_t len) {
+        auto *self = static_cast<ShmAm *>(arg);
+        const auto *p = static_cast<const uint8_t *>(data);
+        self->got.emplace_back(p, p + len);
+    }
+    // Waits for `n` messages.
+    ::testing::AssertionResult receive(size_t n) {
+        if (progress_until(*tp.iface, [&] { return got.size() >= n; }, kLimit) && got.size() == n)
+            return ::testing::AssertionSuccess();
+        return ::testing::AssertionFailure() << "received " << got.size() << " of " << n << " messages";
+    }
+
+    Opened tp;
+    std::unique_ptr<tp::Endpoint> a, b;
+    std::deque<std::vector<uint8_t>> got;
+};
+
+// What a pack callback writes: `len` pattern bytes of `seed`; counts its calls.
+struct Packer {
+    size_t len = 0;
+    uint64_t seed = 0;
+    size_t ret = SIZE_MAX; // returned instead of len when set (a callback that claims another length)
+    unsigned calls = 0;
+    static size_t pack(void *dst, void *arg) {
+        auto *p = static_cast<Packer *>(arg);
+        ++p->calls;
+        fill_pattern(static_cast<uint8_t *>(dst), p->len, p->seed);
+        return p->ret != SIZE_MAX ? p->ret : p->len;
+    }
+};
+
+gdx_status_t send_packed(tp::Endpoint &ep, Packer &pk, size_t *len) {
+    return ep.am_bcopy_pack(kId, Packer::pack, &pk, len);
+}
+
+// Every size from 0 to max_am_bcopy, odd lengths included, through the smallest ring (64 KiB: the largest message
+// is 8 KiB - 8, so the ring wraps, pads its end and fills past 7/8 many times), one message at a time.
+TEST_F(ShmAm, BcopyPackEverySizeByteExact) {
+    open({{"GDX_SHM_RING_SIZE", "64K"}});
+    const size_t max = tp.iface->caps().max_am_bcopy;
+    ASSERT_EQ(max, 8192u - 8);
+    for (size_t len = 0; len <= max; ++len) {
+        Packer pk{len, len + 1};
+        size_t sent = SIZE_MAX;
+        gdx_status_t st;
+        while ((st = send_packed(*a, pk, &sent)) == GDX_ERR_NO_RESOURCE) tp.iface->progress();
+        ASSERT_EQ(st, GDX_OK) << len;
+        ASSERT_EQ(sent, len);
+        ASSERT_TRUE(receive(1)) << len;
+        ASSERT_EQ(got[0].size(), len);
+        ASSERT_EQ(check_pattern(got[0].data(), len, len + 1), -1) << "message of " << len << " bytes altered";
+        got.clear();
+    }
+}
+
+// am_short_iov: every total from 0 to max_am_short, cut into up to four pieces at odd places; a burst mixing it with
+// am_bcopy_pack, am_bcopy and am_zcopy arrives complete and in order.
+TEST_F(ShmAm, ShortIovPiecesAndMixedOrder) {
+    open();
+    const size_t max_short = tp.iface->caps().max_am_short;
+    std::vector<uint8_t> src(tp.iface->caps().max_am_bcopy);
+    for (size_t len = 0; len <= max_short; ++len) {
+        fill_pattern(src.data(), len, 1000 + len);
+        size_t c1 = len / 3, c2 = len / 2 + (len & 1), c3 = len - (len + 7) / 8;
+        tp::AmSeg segs[4] = {{src.data(), c1}, {src.data() + c1, c2 - c1}, {nullptr, 0}, {src.data() + c2, len - c2}};
+        if (c3 > c2) { // a fourth cut where there is room for one
+            segs[2] = {src.data() + c2, c3 - c2};
+            segs[3] = {src.data() + c3, len - c3};
+        }
+        ASSERT_EQ(a->am_short_iov(kId, segs), GDX_OK) << len;
+        ASSERT_TRUE(receive(1)) << len;
+        ASSERT_EQ(got[0].size(), len);
+        ASSERT_EQ(check_pattern(got[0].data(), len, 1000 + len), -1) << "am_short_iov of " << len << " bytes altered";
+        got.clear();
+    }
+    const unsigned n = 400;
+    for (unsigned i = 0; i < n; ++i) {
+        size_t len = (i * 977) % (max_short + 1); // odd lengths, all four ways of sending
+        fill_pattern(src.data(), len, i);
+        Packer pk{len, i};
+        size_t sent = 0;
+        gdx_status_t st;
+        do {
+            const tp::AmSeg one[1] = {{src.data(), len}};
+            switch (i % 4) {
+            case 0: st = a->am_short_iov(kId, one); break;
+            case 1: st = send_packed(*a, pk, &sent); break;
+            case 2: st = a->am_bcopy(kId, src.data(), len); break;
+            default: st = a->am_zcopy(kId, nullptr, 0, src.data(), len, nullptr, nullptr); break;
+            }
+            if (st == GDX_ERR_NO_RESOURCE) tp.iface->progress();
+        } while (st == GDX_ERR_NO_RESOURCE);
+        ASSERT_EQ(st, GDX_OK) << i;
+    }
+    ASSERT_TRUE(receive(n));
+    for (unsigned i = 0; i < n; ++i) {
+        size_t len = (i * 977) % (max_short + 1);
+        ASSERT_EQ(got[i].size(), len) << "message " << i << " out of order or cut";
+        ASSERT_EQ(check_pattern(got[i].data(), len, i), -1) << "message " << i << " altered";
+    }
+}
+
+// Without progress the ring fills: am_bcopy_pack then answers GDX_ERR_NO_RESOURCE and sends nothing; messages
+// smaller than the largest still fill the ring past the room the largest needs; everything accepted arrives once, in
+// order, byte-exact; after the receiver drains the ring, sending works again.
+TEST_F(ShmAm, BackPressureWhenTheRingIsFull) {
+    open({{"GDX_SHM_RING_SIZE", "64K"}});
+    const size_t len = 100, ring = 65536, max_record = ring / 8; // a 100-byte message takes a 128-byte slot
+    unsigned sent = 0, refused = 0, calls = 0;
+    for (unsigned i = 0; refused < 3 && i < 10000; ++i) {
+        Packer pk{len, sent};
+        size_t n = 0;
+        gdx_status_t st = send_packed(*a, pk, &n);
+        calls += pk.calls;
+        if (st == GDX_OK) {
+            ASSERT_EQ(n, len);
+            ASSERT_EQ(refused, 0u) << "a message went after the ring had refused one, with nothing consumed";
+            ++sent;
+        } else {
+            ASSERT_EQ(st, GDX_ERR_NO_RESOURCE);
+            ++refused;
+        }
+    }
+    ASSERT_EQ(refused, 3u);
+    EXPECT_GT(sent * 128, ring - max_record) << "small messages could not use the ring's last eighth";
+    EXPECT_LE(sent * 128, ring);
+    EXPECT_GE(calls, sent);
+    EXPECT_LE(calls, sent + refused); // a refused message is packed at most once (while the ring looked roomy)
+    ASSERT_TRUE(receive(sent));
+    for (unsigned i = 0; i < sent; ++i) {
+        ASSERT_EQ(got[i].size(), len);
+        ASSERT_EQ(check_pattern(got[i].data(), len, i), -1) << "message " << i << " altered";
+    }
+    got.clear();
+    Packer big{tp.iface->caps().max_am_bcopy, 9};
+    size_t n = 0;
+    ASSERT_EQ(send_packed(*a, big, &n), GDX_OK) << "the largest message does not fit a drained ring";
+    ASSERT_TRUE(receive(1));
+    EXPECT_EQ(check_pattern(got[0].data(), big.len, 9), -1);
+}
+
+// A pack callback that returns 0 sends an empty message; one that writes fewer bytes than it could sends exactly
+// those; one that claims more than max_am_bcopy fails the endpoint (what lay behind may be overwritten) instead of
+// sending it.
+TEST_F(ShmAm, PackReturnsZeroShortAndTooMuch) {
+    open();
+    const size_t max = tp.iface->caps().max_am_bcopy;
+    Packer zero{0, 1}, shortp{max, 2};
+    shortp.ret = 3; // wrote max bytes, claims 3: only 3 go
+    size_t n = SIZE_MAX;
+    ASSERT_EQ(send_packed(*a, zero, &n), GDX_OK);
+    EXPECT_EQ(n, 0u);
+    ASSERT_EQ(send_packed(*a, shortp, &n), GDX_OK);
+    EXPECT_EQ(n, 3u);
+    ASSERT_TRUE(receive(2));
+    EXPECT_TRUE(got[0].empty());
+    ASSERT_EQ(got[1].size(), 3u);
+    EXPECT_EQ(check_pattern(got[1].data(), 3, 2), -1);
+    Packer over{16, 3};
+    over.ret = max + 1;
+    EXPECT_EQ(send_packed(*a, over, &n), GDX_ERR_INVALID_PARAM);
+    EXPECT_NE(a->state(), GDX_OK);
+    EXPECT_NE(send_packed(*a, zero, &n), GDX_OK);
+    tp.iface->progress();
+    EXPECT_EQ(got.size(), 2u) << "the overrun message was delivered";
+}
+
+// Arguments are checked before anything is written; before the connection is up, and behind a fence with an
+// operation outstanding, the answer is back-pressure and the pack callback is not called.
+TEST_F(ShmAm, RefusalsDoNotPack) {
+    Opened t;
+    ASSERT_EQ(open_transport("shm", "memory", {}, &t), GDX_OK);
+    std::unique_ptr<tp::Endpoint> lone;
+    ASSERT_EQ(t.iface->ep_create(&lone), GDX_OK);
+    Packer pk{8, 1};
+    size_t n = 0;
+    EXPECT_EQ(send_packed(*lone, pk, &n), GDX_ERR_NO_RESOURCE); // not connected
+    EXPECT_EQ(pk.calls, 0u);
+    uint8_t b[300] = {};
+    const tp::AmSeg one[1] = {{b, 8}};
+    EXPECT_EQ(lone->am_short_iov(kId, one), GDX_ERR_NO_RESOURCE);
+
+    open({{"GDX_SHM_CMA", "no"}}); // puts go through the ring: one stays outstanding until progress
+    const tp::AmSeg too_long[2] = {{b, 200}, {b, tp.iface->caps().max_am_short - 199}};
+    const tp::AmSeg null_data[1] = {{nullptr, 1}};
+    EXPECT_EQ(a->am_short_iov(kId, too_long), GDX_ERR_INVALID_PARAM);
+    EXPECT_EQ(a->am_short_iov(kId, null_data), GDX_ERR_INVALID_PARAM);
+    EXPECT_EQ(a->am_short_iov(tp::kMaxAmId, one), GDX_ERR_INVALID_PARAM);
+    EXPECT_EQ(a->am_bcopy_pack(tp::kMaxAmId, Packer::pack, &pk, &n), GDX_ERR_INVALID_PARAM);
+    EXPECT_EQ(a->am_bcopy_pack(kId, nullptr, &pk, &n), GDX_ERR_INVALID_PARAM);
+    EXPECT_EQ(pk.calls, 0u);
+
+    std::vector<uint8_t> dst(4096), src(4096, 7);
+    std::unique_ptr<tp::MemHandle> mh;
+    std::unique_ptr<tp::RemoteKey> rk;
+    ASSERT_EQ(tp.iface->md().mem_reg(dst.data(), dst.size(), mem::MemInfo{}, tp::kAccessRemoteWrite, &mh), GDX_OK);
+    std::vector<uint8_t> packed(tp.iface->md().rkey_packed_size());
+    ASSERT_EQ(mh->pack_rkey(packed), GDX_OK);
+    ASSERT_EQ(tp.iface->md().rkey_unpack(packed, &rk), GDX_OK);
+    tp::Completion c;
+    c.count = 1;
+    ASSERT_EQ(a->put(src.data(), src.size(), nullptr, reinterpret_cast<uintptr_t>(dst.data()), *rk, &c), GDX_INPROGRESS);
+    ASSERT_EQ(a->fence(), GDX_OK);
+    EXPECT_EQ(send_packed(*a, pk, &n), GDX_ERR_NO_RESOURCE) << "an active message overtook a fence";
+    EXPECT_EQ(pk.calls, 0u);
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return c.count == 0; }, kLimit));
+    EXPECT_EQ(c.status, GDX_OK);
+    ASSERT_EQ(send_packed(*a, pk, &n), GDX_OK);
+    ASSERT_TRUE(receive(1));
+    EXPECT_EQ(dst, src) << "the put before the fence did not land first";
+}
+
+} // namespace
+} // namespace gdx::test
