@@ -22,6 +22,29 @@
 
 namespace gdx::tp {
 
+// An endpoint fence for a transport whose operations complete out of order (shm, cuda_ipc): after fence(), nothing
+// new is issued until everything issued before it has completed. `outstanding` is the endpoint's own count of what
+// was issued and has not completed. The one gate answers both questions that must agree: whether an operation may
+// go now (holds), and whether pending_add may answer GDX_ERR_BUSY (open). When they disagreed (the fence was
+// checked by the operations, not by pending_add), UCP's fenced rendezvous ATP spun for ever inside the RTR handler:
+// the ATP answered NO_RESOURCE, pending_add answered BUSY ("retry now"), and nothing in between let the earlier puts
+// complete (gdx_ipc and gdx_shm on UCX 1.16 with CUDA memory).
+class FenceGate {
+  public:
+    void fence(bool outstanding) { armed_ = armed_ || outstanding; }
+    // Whether a new operation must wait (the caller answers GDX_ERR_NO_RESOURCE); the gate opens for good once
+    // what came before the fence has completed.
+    bool holds(bool outstanding) {
+        if (armed_ && !outstanding) armed_ = false;
+        return armed_;
+    }
+    // The same answer without opening the gate (for room checks that must not change state).
+    bool open(bool outstanding) const { return !armed_ || !outstanding; }
+
+  private:
+    bool armed_ = false;
+};
+
 class PendingQueue {
   public:
     bool empty() const { return head_ == nullptr; }

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -298,6 +299,66 @@ TEST_P(SoftKeyDomain, GpuMemoryGetsNoKey) {
     EXPECT_EQ(mh->chunks().at(0).reach, tp::Reach::None);
     EXPECT_FALSE(mh->chunks().at(0).reason.empty());
     EXPECT_EQ(static_cast<tp::SoftKeyMemHandle &>(*mh).key_id(), 0u); // opens nothing
+}
+
+// A request that re-issues one operation when its endpoint dispatches it (UCT's pending request).
+struct Reissue : tp::PendingRequest {
+    std::function<gdx_status_t()> issue;
+    gdx_status_t last = GDX_ERR_NO_RESOURCE;
+    static gdx_status_t run(tp::PendingRequest *self) {
+        auto *me = static_cast<Reissue *>(self);
+        me->last = me->issue();
+        return me->last == GDX_ERR_NO_RESOURCE ? GDX_ERR_NO_RESOURCE : GDX_OK;
+    }
+};
+
+// An operation behind a fence either goes (the transport orders it itself) or answers NO_RESOURCE; then
+// pending_add must park it (GDX_OK), never answer BUSY ("resources now, retry yourself"): a caller that retries on
+// BUSY spins while nothing lets the operations before the fence complete. UCP's fenced rendezvous ATP did exactly
+// that inside its RTR handler (gdx_ipc and gdx_shm on UCX 1.16). Parked requests run once the fence opens, in order.
+TEST_P(SoftKeyDomain, BehindAFenceBackPressureAndPendingAddAgree) {
+    constexpr size_t kHalf = 2048; // below every transport's direct-copy threshold: the first put stays outstanding
+    std::vector<uint8_t> dst(2 * kHalf, 0), src(2 * kHalf), msg{7, 7, 7};
+    fill_pattern(src.data(), src.size(), 23);
+    std::unique_ptr<tp::MemHandle> mh;
+    std::vector<uint8_t> packed;
+    std::unique_ptr<tp::RemoteKey> rk;
+    ASSERT_NO_FATAL_FAILURE(expose(dst, tp::kAccessRemoteWrite, &mh, &packed, &rk));
+    Received got;
+    ASSERT_EQ(b->set_am_handler(3, on_am, &got), GDX_OK);
+    tp::Completion c1, c2;
+    c1.count = c2.count = 1;
+    const uintptr_t base = reinterpret_cast<uintptr_t>(dst.data());
+    gdx_status_t st1;
+    ASSERT_TRUE(wait([&] { return (st1 = ea->put(src.data(), kHalf, nullptr, base, *rk, &c1)) != GDX_ERR_NO_RESOURCE; }));
+    ASSERT_TRUE(st1 == GDX_OK || st1 == GDX_INPROGRESS) << gdx_status_string(st1);
+    ASSERT_EQ(ea->fence(), GDX_OK);
+    Reissue put2, am;
+    put2.issue = [&] { return ea->put(src.data() + kHalf, kHalf, nullptr, base + kHalf, *rk, &c2); };
+    am.issue = [&] { return ea->am_short(3, msg.data(), msg.size()); };
+    unsigned parked = 0;
+    for (Reissue *r : {&put2, &am}) {
+        r->func = Reissue::run;
+        r->last = r->issue();
+        if (r->last != GDX_ERR_NO_RESOURCE) continue;
+        ASSERT_EQ(ea->pending_add(r), GDX_OK) << GetParam() << ": an operation answered NO_RESOURCE behind a fence, "
+                                                 "and pending_add said resources are free";
+        ++parked;
+    }
+    if (std::string_view(GetParam()) == "shm") { // completes out of order, so it holds what follows a fence
+        EXPECT_EQ(parked, 2u) << "shm let an operation pass its fence while the put before it was outstanding";
+    }
+    // Progress lets the first put complete; the parked ones then run, in order, and everything lands.
+    ASSERT_TRUE(wait([&] { return put2.last != GDX_ERR_NO_RESOURCE && am.last != GDX_ERR_NO_RESOURCE; }));
+    ASSERT_TRUE(put2.last == GDX_OK || put2.last == GDX_INPROGRESS) << gdx_status_string(put2.last);
+    ASSERT_EQ(am.last, GDX_OK);
+    ASSERT_TRUE(wait([&] {
+        return (st1 == GDX_OK || c1.count == 0) && (put2.last == GDX_OK || c2.count == 0) && got.calls == 1;
+    }));
+    EXPECT_EQ(c1.status, GDX_OK);
+    EXPECT_EQ(c2.status, GDX_OK);
+    EXPECT_EQ(got.last, msg);
+    EXPECT_EQ(check_pattern(dst.data(), dst.size(), 23), SIZE_MAX);
 }
 
 const char *const kTransports[] = {"shm", "tcp", "rc", "cuda_ipc"};

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,14 +120,27 @@ static ucs_status_t ucp_pair_wait(ucp_pair_t *p, void *req)
     return st;
 }
 
-/* Waits until the endpoint is wired up (a flush completes only then): a request issued before that waits in UCP for
- * the peer's wire-up reply and never reaches the transport, so a peer that dies meanwhile is not something the
- * transport can fail (gdx does not report dead endpoints to UCP: src/uct/README.md, Gaps). */
+/* Waits until the endpoint is wired up on both sides: a request issued before that waits in UCP for the peer's
+ * wire-up messages and never reaches the transport, so a peer that dies meanwhile is not something the transport
+ * can fail (gdx does not report dead endpoints to UCP: src/uct/README.md, Gaps). A flush completes once this side's
+ * lanes are up; the peer may still need this side's progress for its own (UCP 1.13 over gdx_shm hung there when
+ * one side stopped progressing after its flush), so each side then progresses until the other says it is done. */
 static inline void ucp_pair_wireup(ucp_pair_t *p)
 {
     ucp_request_param_t fp = {0};
+    char byte = 1;
     ucp_pair_phase = "wiring up the endpoint (flush)";
     UCS(ucp_pair_wait(p, ucp_ep_flush_nbx(p->ep, &fp)));
+    ucp_pair_phase = "progressing until the peer's endpoint is wired up too";
+    xfer(p->fd, &byte, 1, 1);
+    for (;;) {
+        struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+        ucp_worker_progress(p->worker);
+        if (poll(&pfd, 1, 0) > 0) {
+            break;
+        }
+    }
+    xfer(p->fd, &byte, 1, 0);
 }
 
 /* Closes the endpoint (forced: the peer may be gone), then everything else. sync: both sides first agree over

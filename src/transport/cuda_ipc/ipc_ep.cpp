@@ -93,10 +93,7 @@ gdx_status_t CudaIpcEp::ready_for_op() {
     gdx_status_t st = ch_.status();
     if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE;
     if (st != GDX_OK) return st;
-    if (fence_) {
-        if (active_ > 0 || !deferred_.empty()) return GDX_ERR_NO_RESOURCE;
-        fence_ = false;
-    }
+    if (fence_.holds(fence_waits_on())) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
     return GDX_OK;
 }
 
@@ -304,12 +301,12 @@ gdx_status_t CudaIpcEp::flush(Completion *comp) {
 }
 
 gdx_status_t CudaIpcEp::fence() {
-    if (active_ > 0 || !deferred_.empty()) fence_ = true;
+    fence_.fence(fence_waits_on());
     return GDX_OK;
 }
 
 gdx_status_t CudaIpcEp::pending_add(PendingRequest *req) {
-    return pending_.add(req, ch_.up() && !free_ops_.empty() && ch_.can_push(ch_.max_record()), kComp);
+    return pending_.add(req, has_room(), kComp);
 }
 
 void CudaIpcEp::queue_revoke(uint64_t buffer_id, uint64_t epoch) {
@@ -393,7 +390,7 @@ unsigned CudaIpcEp::progress() {
     unsigned n = ch_.poll(64);
     if (!ch_.up()) return n;
     drain();
-    n += pending_.dispatch([this] { return !free_ops_.empty() && ch_.can_push(ch_.max_record()); });
+    n += pending_.dispatch([this] { return has_room(); });
     return n;
 }
 

@@ -87,6 +87,12 @@ class CudaIpcEp final : public RingAmEndpoint, public shm::ChannelOwner {
     gdx_status_t shared_rma(bool put, uint8_t *local, size_t len, uint64_t raddr, const PackedKey &k,
                             const MemHandle *lmemh);
     gdx_status_t resolve(const PackedKey &k, uint64_t raddr, size_t len, uint8_t **remote, Mapping **map);
+    // What a fence waits for: operations issued and not completed, active messages deferred behind them.
+    bool fence_waits_on() const { return active_ > 0 || !deferred_.empty(); }
+    // Whether an operation could go now: what pending_add and the pending dispatch ask (one answer).
+    bool has_room() {
+        return ch_.up() && !free_ops_.empty() && ch_.can_push(ch_.max_record()) && fence_.open(fence_waits_on());
+    }
     gdx_status_t ready_for_op();
     void complete_op(Op &op, gdx_status_t st);
     void check_flushes();
@@ -103,7 +109,7 @@ class CudaIpcEp final : public RingAmEndpoint, public shm::ChannelOwner {
     std::vector<uint32_t> free_ops_;
     size_t active_ = 0;
     uint64_t next_seq_ = 1;
-    bool fence_ = false;
+    FenceGate fence_;
     std::vector<std::pair<uint64_t, Completion *>> flushes_;
     std::deque<DeferredAm> deferred_;
     size_t deferred_bytes_ = 0;

@@ -130,10 +130,7 @@ gdx_status_t ShmEp::check_op(const char *what, size_t len, const RemoteKey &rkey
     // gdx_put it repeats the staging layer's one check (fallback/region_table.h); it stays for the UCX module,
     // which calls this transport directly.
     if ((st = check_key_claims(*iface_, what, raddr, len, rkey, need)) != GDX_OK) return st;
-    if (fence_) {
-        if (active_ > 0 || !sendq_.empty()) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
-        fence_ = false;
-    }
+    if (fence_.holds(fence_waits_on())) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
     return GDX_OK;
 }
 
@@ -207,12 +204,13 @@ gdx_status_t ShmEp::flush(Completion *comp) {
 }
 
 gdx_status_t ShmEp::fence() {
-    if (active_ > 0) fence_ = true;
+    fence_.fence(fence_waits_on());
     return GDX_OK;
 }
 
 bool ShmEp::resources_free() {
-    return ch_.up() && !free_ops_.empty() && sendq_.empty() && ch_.can_push(ch_.max_record());
+    return ch_.up() && !free_ops_.empty() && sendq_.empty() && ch_.can_push(ch_.max_record()) &&
+           fence_.open(fence_waits_on());
 }
 
 gdx_status_t ShmEp::pending_add(PendingRequest *req) { return pending_.add(req, resources_free(), kComp); }

@@ -17,12 +17,11 @@ constexpr const char *kComp = "shm";
 // Whether an active message may go now: GDX_OK, GDX_ERR_NO_RESOURCE (connecting, or held behind a fence), or the
 // endpoint's error.
 gdx_status_t ShmEp::am_ready() {
-    if (ch_.up() && !fence_) return GDX_OK; // the common case first: every active message asks
+    if (ch_.up() && fence_.open(fence_waits_on())) return GDX_OK; // the common case first: every message asks
     gdx_status_t st = ch_.status();
     if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE;
     if (st != GDX_OK) return st;
-    if (active_ > 0 || !sendq_.empty()) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
-    fence_ = false;
+    if (fence_.holds(fence_waits_on())) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
     return GDX_OK;
 }
 

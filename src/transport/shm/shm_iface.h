@@ -162,6 +162,8 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     void handle_cma_request(bool put, const uint8_t *body, size_t len);
     void handle_put_data(const RecHdr &h, const uint8_t *body, size_t len);
     void handle_get_data(const RecHdr &h, const uint8_t *body, size_t len);
+    // What a fence waits for: operations issued and not completed, ring-copy puts with fragments left.
+    bool fence_waits_on() const { return active_ > 0 || !sendq_.empty(); }
     bool resources_free();
     gdx_status_t am_ready();
     // Nothing to do: no record, no grant for us, nothing queued, parked or outstanding.
@@ -180,7 +182,7 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     std::vector<uint32_t> free_ops_;
     size_t active_ = 0;
     uint64_t next_seq_ = 1;
-    bool fence_ = false;
+    FenceGate fence_;
     std::vector<std::pair<uint64_t, Completion *>> flushes_;
     std::deque<Op *> sendq_;   // ring-copy puts with fragments left to push
     std::deque<Reply> replies_;
