@@ -59,6 +59,12 @@ class StoppedPeerFixture : public ::testing::TestWithParam<StopParam> {
         if (me_.ctx != nullptr) gdx_progress(me_.ctx);
     };
 
+    // The load that a stop or kill interrupts: `mid_requests_` requests of `mid_request_len_` bytes, in buffers of
+    // their total size on both sides. A faster link needs more of it, or the target has served everything by the
+    // time the signal lands (the GPU suite on an H200 saw 14 outstanding requests all complete after the kill).
+    unsigned mid_requests_ = 16;
+    size_t mid_request_len_ = 256 << 10;
+
     const char *transport() const { return GetParam().transport; }
     void SetUp() override {
         if (tp::find_component(transport()) == nullptr)
@@ -74,7 +80,8 @@ class StoppedPeerFixture : public ::testing::TestWithParam<StopParam> {
     }
 
     ConfigList config() const {
-        return {{"kind", GetParam().kind}, // ApiSide's buffer kind (stop_scenario.h), not a GDX_* setting
+        return {{"kind", GetParam().kind}, // ApiSide's buffer kind and size (stop_scenario.h), not GDX_* settings
+                {"bytes", std::to_string(size_t(mid_requests_) * mid_request_len_)},
                 {"GDX_TLS", transport()},
                 {"GDX_TCP_LANES", "0"},
                 {"GDX_FAULT_P2P_EVERY", "1"}, // every fragment staged, on both sides
@@ -152,7 +159,7 @@ class StoppedPeerFixture : public ::testing::TestWithParam<StopParam> {
     // adds its own checks and the peer's resumption.
     void stop_target_mid_transfer() {
         ASSERT_NO_FATAL_FAILURE(open("target", "mid"));
-        ASSERT_EQ(me_.post(16, 256 << 10), "");
+        ASSERT_EQ(me_.post(mid_requests_, mid_request_len_), "");
         ASSERT_GE(progress([&] { return me_.outstanding() < me_.reqs.size(); }, 120), 0) << "no request completed";
         ASSERT_NO_FATAL_FAILURE(stop_peer());
         size_t at_stop = me_.outstanding();

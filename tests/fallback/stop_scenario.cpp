@@ -3,6 +3,8 @@
 #include "staging_scenario.h"
 #include "transport/bootstrap.h"
 
+#include <cstdlib>
+
 namespace gdx::test {
 
 namespace {
@@ -44,6 +46,10 @@ std::string ApiSide::open(void *bootstrap, int rank, size_t size, const ConfigLi
     for (const auto &[k, v] : config) {
         if (k == "kind") {
             kind = v;
+            continue;
+        }
+        if (k == "bytes") {
+            size = std::strtoull(v.c_str(), nullptr, 0);
             continue;
         }
         if ((st = gdx_config_set(cfg, k.c_str(), v.c_str())) != GDX_OK) {

@@ -34,7 +34,7 @@ struct ApiSide {
     // Context (with `config`), `size` bytes registered, endpoint, address and key exchanged through `bootstrap`
     // (a tp::Bootstrap of two ranks), connected. "" or what failed. A pair ("kind", K) in `config` is not a GDX_*
     // setting: it makes the buffer a KindBuffer of kind K ("cuda", "managed", ...: staging_scenario.h) instead of
-    // host memory.
+    // host memory; nor is ("bytes", N): the buffer's size, instead of `size` (so that both processes agree).
     std::string open(void *bootstrap, int rank, size_t size, const ConfigList &config, double timeout_s);
     // `count` requests of `len` bytes each into the other side's buffer, puts and gets alternating (or puts only).
     std::string post(unsigned count, size_t len, bool puts_only = false);

@@ -8,13 +8,19 @@
 namespace gdx::test {
 namespace {
 
-class GpuStoppedPeer : public StoppedPeerFixture {};
+class GpuStoppedPeer : public StoppedPeerFixture {
+  protected:
+    GpuStoppedPeer() { // staged GPU memory between processes moves ~10 GB/s: 128 MiB outlasts the signal
+        mid_requests_ = 32;
+        mid_request_len_ = 4 << 20;
+    }
+};
 
 // The target is killed (SIGKILL) while staged puts and gets of GPU memory are in flight: the transport sees its
 // connection go, so the requests fail at once rather than at the silence clock.
 TEST_P(GpuStoppedPeer, TargetKilledMidTransferFailsTheOutstandingRequests) {
     ASSERT_NO_FATAL_FAILURE(open("target", "mid"));
-    ASSERT_EQ(me_.post(16, 256 << 10), "");
+    ASSERT_EQ(me_.post(mid_requests_, mid_request_len_), "");
     ASSERT_GE(progress([&] { return me_.outstanding() < me_.reqs.size(); }, 120), 0) << "no request completed";
     size_t at_kill = me_.outstanding();
     ASSERT_GT(at_kill, 0u) << "the transfer finished before the kill: the test tests nothing";
