@@ -15,6 +15,8 @@
  *                                 ep_is_connected (UCP calls these, not the public ops)                1.16+
  *   UCT_GDX_HAVE_RKEY_UNPACK_PARAMS  rkey_unpack takes uct_rkey_unpack_params_t                        1.19+
  *   UCT_GDX_HAVE_IFACE_QUERY_V2   internal ops: iface_query_v2                                         1.20+
+ *   UCT_GDX_HAVE_MD_BASE_QUERY    uct_md_base_md_query() sets UCX's default for every md attribute     1.18+
+ *   UCT_GDX_HAVE_MD_REG_ALIGNMENT uct_md_attr_v2_t.reg_alignment (UCP aligns registrations to it)      1.16+
  *   UCT_GDX_HAVE_MEM_QUERY_V2     mem_query fills uct_md_mem_attr_v2_t                                 1.22+
  *   UCT_GDX_HAVE_MEM_ELEM_PACK    md ops: mem_elem_pack (device-side memory elements)                  1.22+
  *
@@ -52,6 +54,17 @@ typedef uct_md_attr_t uct_gdx_md_attr_t;
 /* 1 when UCP may hand one memory handle to operations other than the one it registered it for (its memory
  * handle cache, UCX >= 1.14): the MD must then grant every access right at registration (uct_gdx_md.c). */
 #define UCT_GDX_UCP_REUSES_MEMH UCT_GDX_HAVE_MD_ATTR_V2
+
+/* UCX's defaults for the md attributes the glue does not set. UCT zeroes the structure before the query, and UCP
+ * aligns an uncached registration to reg_alignment: 0 there made it register (nil)+0 (UCX 1.22, ucp_mem_map with
+ * UCP_MEM_MAP_ALLOCATE of CUDA memory: "failed to register address (nil) (cuda) length 0 on md gdx_shm"). */
+#if UCT_GDX_HAVE_MD_BASE_QUERY
+#define UCT_GDX_MD_ATTR_DEFAULTS(attr) uct_md_base_md_query(attr)
+#elif UCT_GDX_HAVE_MD_REG_ALIGNMENT
+#define UCT_GDX_MD_ATTR_DEFAULTS(attr) ((attr)->reg_alignment = 1)
+#else
+#define UCT_GDX_MD_ATTR_DEFAULTS(attr) ((void)(attr))
+#endif
 
 /* ---- md ops ---------------------------------------------------------------------------------------------- */
 

@@ -75,6 +75,7 @@ static ucs_status_t uct_gdx_md_query(uct_md_h uct_md, uct_gdx_md_attr_t *attr)
     uct_gdx_md_t *md = ucs_derived_of(uct_md, uct_gdx_md_t);
     uint64_t direct  = md->attr.reg_host ? UCS_BIT(UCS_MEMORY_TYPE_HOST) : 0;
 
+    UCT_GDX_MD_ATTR_DEFAULTS(attr); /* first: every attribute this MD does not set keeps UCX's default */
     if (md->cuda && md->attr.reg_cuda) {
         direct |= UCS_BIT(UCS_MEMORY_TYPE_CUDA);
     }
