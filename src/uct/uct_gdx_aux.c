@@ -424,6 +424,7 @@ static uct_iface_ops_t uct_gdx_aux_iface_ops = {
 
 static ucs_status_t uct_gdx_aux_md_query(uct_md_h md, uct_gdx_md_attr_t *attr)
 {
+    UCT_GDX_MD_ATTR_DEFAULTS(attr); /* first: every attribute this MD does not set keeps UCX's default */
     UCT_GDX_MD_CAP(attr).flags            = 0;
     UCT_GDX_MD_CAP(attr).reg_mem_types    = 0;
     UCT_GDX_MD_SET_CACHE_TYPES(attr, 0);

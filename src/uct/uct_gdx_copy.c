@@ -285,6 +285,7 @@ static ucs_status_t uct_gdx_copy_md_query(uct_md_h md, uct_gdx_md_attr_t *attr)
     const uint64_t types = UCS_BIT(UCS_MEMORY_TYPE_HOST) | UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
                            UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
 
+    UCT_GDX_MD_ATTR_DEFAULTS(attr); /* first: every attribute this MD does not set keeps UCX's default */
     UCT_GDX_MD_CAP(attr).flags            = UCT_MD_FLAG_REG;
     UCT_GDX_MD_CAP(attr).reg_mem_types    = types;
     UCT_GDX_MD_SET_CACHE_TYPES(attr, types);
