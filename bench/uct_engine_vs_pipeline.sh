@@ -97,15 +97,13 @@ measure() {
   [ "$mem" = host ] && envs=(env UCX_TLS=sm)
   [ "$size" -ge 100000000 ] && iters=20
   case "$config" in
-    # UCX_TLS as gdx-run would set it (gdx_shm, gdx_copy where a GPU is, self) plus upstream cuda_copy: from 1.22
+    # UCX_TLS as gdx-run sets it (gdx_shm, gdx_copy where a GPU is, self, gdx_aux for wire-up) plus cuda_copy: from 1.22
     # ucx_perftest allocates its buffers with ucp_mem_map(UCP_MEM_MAP_ALLOCATE, CUDA), which needs an MD that can
     # allocate CUDA memory; gdx's MDs cannot (they register it), so without cuda_copy both gdx rows failed with
     # "ucp test failed to allocate memory" (UCX 1.22, H200, 2026-11-25). The bulk still goes where UCP puts it:
     # gdx_shm's zcopy through the engine, or UCP's pipeline over a memory-type endpoint (gdx_copy or cuda_copy).
-    engine) envs=(env UCX_TLS=gdx_shm,gdx_copy,cuda_copy,self GDX_UCT_STATS=yes
-                  tools/gdx-run --module "$module" --tls gdx_shm) ;;
-    pipeline) envs=(env UCX_TLS=gdx_shm,gdx_copy,cuda_copy,self GDX_UCT_ENGINE=no GDX_UCT_STATS=yes
-                    tools/gdx-run --module "$module" --tls gdx_shm) ;;
+    engine) envs=(env GDX_UCT_STATS=yes tools/gdx-run --module "$module" --tls gdx_shm,cuda_copy) ;;
+    pipeline) envs=(env GDX_UCT_ENGINE=no GDX_UCT_STATS=yes tools/gdx-run --module "$module" --tls gdx_shm,cuda_copy) ;;
   esac
   port=$(free_port)
   timeout 300 "${envs[@]}" "${pin[@]}" "${run[@]}" -n "$iters" -p "$port" > "$work/srv.log" 2>&1 &
