@@ -118,6 +118,13 @@ TEST_P(IpcPair, ActiveMessageSeesThePutBeforeIt) {
         uint64_t w[2] = {len, seed}; // the peer's handler checks r[0, len) when the AM arrives
         ASSERT_EQ(run_op(*tp.iface, [&](tp::Completion *) { return ep->am_short(4, w, sizeof(w)); }), GDX_OK);
         ASSERT_TRUE(progress_until(*tp.iface, [&] { return comp.count == 0; }, std::chrono::milliseconds(20000)));
+        // The next put overwrites r: it may go only once the peer's handler has checked this one (without the wait
+        // the test raced its own next put, and once in four H200 runs an AM saw the following put's bytes).
+        const std::string handled = "am4 " + std::to_string(i + 1) + " ";
+        std::string stat;
+        for (int tries = 0; tries < 2000 && (stat = call("am4stat")).rfind(handled, 0) != 0; ++tries) {
+        }
+        ASSERT_EQ(stat.rfind(handled, 0), 0u) << "the peer has not handled active message " << i + 1 << ": " << stat;
     }
     for (int i = 0; i < 200; ++i)
         if (call("am4stat") == "am4 50 0") break;
