@@ -243,7 +243,9 @@ class Endpoint {
     virtual gdx_status_t flush(Completion *comp) = 0;
     // Operations issued after the fence are performed after those issued before it.
     virtual gdx_status_t fence() = 0;
-    // Parks `req` until resources free up. GDX_ERR_BUSY when resources are available now (retry yourself).
+    // Parks `req` until resources free up. GDX_ERR_BUSY when resources are available now (retry yourself): only
+    // when an operation issued now would not answer GDX_ERR_NO_RESOURCE, fences included (FenceGate,
+    // pending_queue.h), or a caller that retries on BUSY spins.
     virtual gdx_status_t pending_add(PendingRequest *req) = 0;
     // Maps the peer memory `rkey` opens into this process, when the peer allocated it with alloc_shared
     // (kCapPeerMap). GDX_OK: *local is where rkey.base() lies here, valid for rkey.length() bytes until this
