@@ -9,6 +9,8 @@ SKIP=77
 # The alarm a check (ucp_gpu_check, ucp_fail_check: -t) sets on itself: it ends before the test's timeout kills it,
 # so that it says itself where it was (its phase) instead of dying silently.
 check_alarm() { echo $((UCT_TEST_TIMEOUT > 30 ? UCT_TEST_TIMEOUT - 10 : UCT_TEST_TIMEOUT)); }
+# When watch_hang (below) looks: before that alarm, so that the stacks are taken while the hang is still there.
+hang_watch_after() { echo $((UCT_TEST_TIMEOUT > 30 ? UCT_TEST_TIMEOUT - 20 : UCT_TEST_TIMEOUT)); }
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIP: $*"; exit "$SKIP"; }
@@ -108,7 +110,7 @@ run_pair() {
   wait_listen "$port" "$spid"
   timeout "$UCT_TEST_TIMEOUT" "$@" -p "$port" 127.0.0.1 >"$log.client" 2>&1 &
   cpid=$!
-  watch_hang $((UCT_TEST_TIMEOUT > 30 ? UCT_TEST_TIMEOUT - 20 : UCT_TEST_TIMEOUT)) "$log.stacks" "$spid" "$cpid"
+  watch_hang "$(hang_watch_after)" "$log.stacks" "$spid" "$cpid"
   wait "$cpid"
   crc=$?
   wait "$spid"

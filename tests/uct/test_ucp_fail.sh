@@ -19,7 +19,7 @@ vpid=$!
 wait_listen "$port" "$vpid"
 timeout "$UCT_TEST_TIMEOUT" "${run[@]}" -p "$port" 127.0.0.1 >"$log.survivor" 2>&1 &
 spid=$!
-watch_hang $((UCT_TEST_TIMEOUT - 20)) "$log.stacks" "$spid"
+watch_hang "$(hang_watch_after)" "$log.stacks" "$spid"
 wait "$spid"
 src=$?
 wait "$vpid"

@@ -28,7 +28,6 @@
 #define PROG "ucp_fail_check"
 #include "ucp_pair.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <time.h>
 
@@ -103,14 +102,8 @@ static int victim(const char *scenario)
         memh = expose(buf, g_size);
     }
     ucp_pair_phase = "serving the transfer";
-    for (;;) { /* progress until told what to do (kill, stop) or that it is over (done) */
-        struct pollfd pfd = {.fd = g.fd, .events = POLLIN};
-        ucp_worker_progress(g.worker);
-        if (poll(&pfd, 1, 0) > 0) {
-            xfer(g.fd, &cmd, 1, 0);
-            break;
-        }
-    }
+    ucp_pair_progress_until_told(&g); /* what to do (kill, stop) or that it is over (done) */
+    xfer(g.fd, &cmd, 1, 0);
     if (cmd == 'k') {
         raise(SIGKILL); /* mid-transfer, as a crash would */
     } else if (cmd == 's') {

@@ -120,6 +120,18 @@ static ucs_status_t ucp_pair_wait(ucp_pair_t *p, void *req)
     return st;
 }
 
+/* Progresses the worker until the peer has written something on the out-of-band connection (it is not read). */
+static inline void ucp_pair_progress_until_told(ucp_pair_t *p)
+{
+    for (;;) {
+        struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+        ucp_worker_progress(p->worker);
+        if (poll(&pfd, 1, 0) > 0) {
+            return;
+        }
+    }
+}
+
 /* Waits until the endpoint is wired up on both sides: a request issued before that waits in UCP for the peer's
  * wire-up messages and never reaches the transport, so a peer that dies meanwhile is not something the transport
  * can fail (gdx does not report dead endpoints to UCP: src/uct/README.md, Gaps). A flush completes once this side's
@@ -133,13 +145,7 @@ static inline void ucp_pair_wireup(ucp_pair_t *p)
     UCS(ucp_pair_wait(p, ucp_ep_flush_nbx(p->ep, &fp)));
     ucp_pair_phase = "progressing until the peer's endpoint is wired up too";
     xfer(p->fd, &byte, 1, 1);
-    for (;;) {
-        struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
-        ucp_worker_progress(p->worker);
-        if (poll(&pfd, 1, 0) > 0) {
-            break;
-        }
-    }
+    ucp_pair_progress_until_told(p);
     xfer(p->fd, &byte, 1, 0);
 }
 
