@@ -5,7 +5,7 @@
 #
 #   bench/intranode_staged_vs_ucx.sh --out FILE [--build DIR] [--gpu N] [--rounds N]
 #        [--ucx-prefix DIR | --ucx-src TARBALL [--ucx-save FILE]] [--gdx-env "VAR=V ..."]
-#        [--baseline-perftest PATH]
+#        [--baseline-perftest PATH] [--ab-env "VAR=V ..."]
 #
 # Per round, alternating (so drift on the shared machine hits both alike):
 #   gdx  gdx_perftest --loopback -x shm -m cuda:G -M cuda:G  put_bw 1M, 256M; put_lat 8 B  (gdx_put -> engine -> shm)
@@ -13,6 +13,7 @@
 #   ceil staging_bench --mode null --mem cuda --stage both    256M (the staging pipeline alone, both sides on one GPU)
 #   base the same gdx rows from --baseline-perftest (another tree's gdx_perftest), when given: `check ...` lines
 #        then compare this tree with it (a restructuring must stay within noise of before)
+#   ab   with --ab-env: put_lat 8 B once more with those variables set (`diagnosis` lines: what a knob's path costs)
 # Medians over the rounds make the table; the last lines are one `bar ...` line per bar of the issue.
 # UCX: --ucx-prefix names an install (bin/ucx_perftest); --ucx-src builds one from a release tarball
 # (contrib/configure-release --with-cuda, no verbs; ~3.5 min on 16 cores) and --ucx-save packs it for later calls.
@@ -21,7 +22,7 @@ set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out="" build=build-gpu gpu=0 rounds=3 ucx_prefix="" ucx_src="" ucx_save="" gdx_env="" base_perftest=""
+out="" build=build-gpu gpu=0 rounds=3 ucx_prefix="" ucx_src="" ucx_save="" gdx_env="" base_perftest="" ab_env=""
 cmdline="$0 $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +35,7 @@ while [ $# -gt 0 ]; do
     --ucx-save) ucx_save="$2"; shift 2 ;;
     --gdx-env) gdx_env="$2"; shift 2 ;;
     --baseline-perftest) base_perftest="$2"; shift 2 ;;
+    --ab-env) ab_env="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "intranode_staged_vs_ucx.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -138,6 +140,10 @@ for r in $(seq "$rounds"); do
   done
   read -r v p < <(gdx_run put_lat 8); res[gdx_lat]+=" $v"; echo "gdx put_lat 8: $v us  [$p]"
   v=$(ucx_run tag_lat 8); res[ucx_lat]+=" $v"; echo "ucx tag_lat 8: $v us"
+  if [ -n "$ab_env" ]; then
+    read -r v p < <(gdx_env="$gdx_env $ab_env" gdx_run put_lat 8); res[ab_lat]+=" $v"
+    echo "gdx[$ab_env] put_lat 8: $v us  [$p]"
+  fi
   v=$(ceil_run 256M); res[ceil]+=" $v"; echo "staging_bench null both 256M: $v GB/s"
   if [ -n "$base_perftest" ]; then
     for s in 1M 256M; do
@@ -168,6 +174,10 @@ echo "bar staged 1MiB >= 1.3x ucx sm,cuda_copy: gdx $g1 vs ucx $u1 = $(ratio "$g
 echo "bar staged 256MiB >= 1.3x ucx sm,cuda_copy: gdx $g2 vs ucx $u2 = $(ratio "$g2" "$u2")x"
 echo "bar staged 256MiB >= 0.9x staging_bench null both: gdx $g2 vs ceiling $c = $(ratio "$g2" "$c")x"
 echo "bar 8B latency <= ucx (ratio = ucx/gdx, >= 1 meets): gdx $gl vs ucx $ul = $(ratio "$ul" "$gl")x"
+if [ -n "$ab_env" ]; then
+  al=$(median <<<"${res[ab_lat]}")
+  echo "diagnosis put_lat 8B with $ab_env (ratio = that/default): default $gl vs that $al = $(ratio "$al" "$gl")x"
+fi
 if [ -n "$base_perftest" ]; then
   b1=$(median <<<"${res[base_bw_1M]}") b2=$(median <<<"${res[base_bw_256M]}") bl=$(median <<<"${res[base_lat]}")
   echo "check put_bw 1MiB vs the baseline tree (within noise: ~1): this $g1 vs baseline $b1 = $(ratio "$g1" "$b1")x"

@@ -11,18 +11,21 @@
 #      (bench/uct_engine_vs_pipeline.sh).
 #
 #   scripts/device-run.sh [--ucx-src TARBALL] [--sysucx TARBALL] [--baseline TARBALL] [--rounds N]
-#                         [--sanitize GTEST-FILTER] [--skip STEP,...]
+#                         [--sanitize GTEST-FILTER] [--ab-env "VAR=V ..."] [--skip STEP,...]
 #     --ucx-src   upstream UCX release sources (a tarball whose top folder has configure or autogen.sh)
 #     --sysucx    the release sources of the machine's own UCX version (gpu-system-ucx.sh builds the module there)
 #     --baseline  `git archive` of the tree to compare gdx_perftest with (built for gdx_perftest only)
-#     --skip      any of: tests, sanitize, sysucx, bench, uct-bench
+#     --ab-env    passed to the staged bench: its 8-byte latency once more with these variables (a diagnosis)
+#     --skip      any of: probes, tests, sanitize, sysucx, bench, uct-bench
+# Before the tests, bench/probes/pcie_duplex.cpp (the GPU's D2H, H2D and both-at-once copy rates: the ceiling of
+# any path that crosses PCIe twice, as staging between two processes does) writes probes.txt.
 # Writes $OUT/dev/ (the device tool returns at most 8 files, two folders deep): console.txt (this output),
 # ctest-gpu.txt, sanitizer.txt, sysucx.txt, staged-vs-ucx.txt, uct-engine.txt and raw.tgz (every log). Every step is bounded; a
 # failed step is reported and the next one still runs. Exit status: 0 when every step that ran passed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-ucx_src="" sysucx="" baseline="" rounds=3 sanitize="" skip=""
+ucx_src="" sysucx="" baseline="" rounds=3 sanitize="" skip="" ab_env=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --ucx-src) ucx_src=$2; shift 2 ;;
@@ -30,6 +33,7 @@ while [ $# -gt 0 ]; do
     --baseline) baseline=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --sanitize) sanitize=$2; shift 2 ;;
+    --ab-env) ab_env=$2; shift 2 ;;
     --skip) skip=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device-run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -95,6 +99,18 @@ else
   fail "gdx build"
 fi
 
+# ---- probes: the hardware's own limits, before anything else loads the GPU ------------------------------------
+if ! skipped probes; then
+  say "probe: PCIe copy rates, one direction and both at once (bench/probes/pcie_duplex.cpp)"
+  if g++ -O2 -std=c++17 -I/usr/local/cuda/include bench/probes/pcie_duplex.cpp -o /tmp/pcie_duplex -lcuda \
+       > "$logs/probe-build.log" 2>&1; then
+    timeout 120 /tmp/pcie_duplex 0 > "$out/probes.txt" 2>&1 || fail "pcie_duplex probe"
+    cat "$out/probes.txt"
+  else
+    tail -5 "$logs/probe-build.log"; fail "pcie_duplex probe build"
+  fi
+fi
+
 # ---- 3. GPU tests and compute-sanitizer ---------------------------------------------------------------------------
 if ! skipped tests && [ -d build-gpu ]; then
   say "GPU test set (ctest -L gpu)"
@@ -135,10 +151,11 @@ if ! skipped bench; then
     else tail -20 "$logs/baseline-build.log"; fail "the baseline gdx_perftest did not build"; fi
   fi
   say "staged intra-node bench (bench/intranode_staged_vs_ucx.sh, $rounds rounds)"
+  ab_args=(); [ -n "$ab_env" ] && ab_args=(--ab-env "$ab_env")
   timeout 900 bench/intranode_staged_vs_ucx.sh --out "$logs/bench/staged-vs-ucx.txt" --build build-gpu \
-    --rounds "$rounds" "${ucx_args[@]}" "${base_args[@]}" > /dev/null 2>&1 || fail "the staged bench"
+    --rounds "$rounds" "${ucx_args[@]}" "${base_args[@]}" "${ab_args[@]}" > /dev/null 2>&1 || fail "the staged bench"
   cp "$logs/bench/staged-vs-ucx.txt" "$out/" 2>/dev/null
-  grep -E "^bar |^check |^# medians|^validated" "$out/staged-vs-ucx.txt"
+  grep -E "^bar |^check |^diagnosis |^# medians|^validated" "$out/staged-vs-ucx.txt"
 fi
 
 # ---- 5. the UCX module's engine path vs UCP's own pipeline vs upstream (needs the UCX with CUDA) ----------------

@@ -37,8 +37,10 @@ gdx_status_t CopyService::copy_test(mem::CopyHandle *h) {
     return st;
 }
 
-gdx_status_t CopyService::copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device,
+gdx_status_t CopyService::copy_sync(void *dst, const void *src, size_t len, const mem::MemInfo &mem,
                                     mem::CopyDir dir, bool peer_named) {
+    const mem::MemKind kind = mem.kind;
+    const int device = mem.device;
     if (faults_.fail_copy()) {
         ++report_.stats().copy_failures;
         return fail(GDX_ERR_IO, log::Level::Debug, kComp,
@@ -57,11 +59,11 @@ gdx_status_t CopyService::copy_sync(void *dst, const void *src, size_t len, mem:
     if (scratch == nullptr) {
         st = row.copy(dst, src, len, device);
     } else if (dir == mem::CopyDir::ToHost) {
-        st = row.copy_pinned(scratch, src, len, device, dir);
+        st = row.copy_pinned(scratch, src, len, device, dir, !mem.host_accessible);
         if (st == GDX_OK) std::memcpy(dst, scratch, len);
     } else {
         std::memcpy(scratch, src, len);
-        st = row.copy_pinned(dst, scratch, len, device, dir);
+        st = row.copy_pinned(dst, scratch, len, device, dir, !mem.host_accessible);
     }
     if (st != GDX_OK) ++report_.stats().copy_failures;
     return st;

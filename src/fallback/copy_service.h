@@ -37,7 +37,8 @@ class CopyService {
     // and pageable memory (a message being built, the transport's ring) it goes through a pinned scratch buffer of
     // the device, because the driver stages pageable copies itself, several microseconds slower per copy.
     // `peer_named`: host memory a peer's request named is copied with a guarded copy (a fault fails the request).
-    gdx_status_t copy_sync(void *dst, const void *src, size_t len, mem::MemKind kind, int device, mem::CopyDir dir,
+    // `mem` describes the GPU side's memory (its row, device, and whether it is device-resident: ops.copy_pinned).
+    gdx_status_t copy_sync(void *dst, const void *src, size_t len, const mem::MemInfo &mem, mem::CopyDir dir,
                            bool peer_named = false);
 
   private:

@@ -38,13 +38,13 @@ void StagingPipeline::send_small(Op &op) {
     m.token = token(op, 0);
     m.region = op.remote->id();
     m.offset = op.roff;
-    std::vector<uint8_t> data;
+    std::vector<uint8_t> data; // outlives the send below, which encodes m.data (a view)
     if (op.is_put) {
         m.type = op.notify_embedded ? CtrlType::SmallPutNotify : CtrlType::SmallPut;
         m.value = op.notify_value;
         data.resize(op.len);
-        gdx_status_t st = copies_.copy_sync(data.data(), op.local->ptr(op.loff), op.len, op.local->info().kind,
-                                          op.local->info().device, mem::CopyDir::ToHost);
+        gdx_status_t st = copies_.copy_sync(data.data(), op.local->ptr(op.loff), op.len, op.local->info(),
+                                          mem::CopyDir::ToHost);
         if (st != GDX_OK) {
             fail(f, st);
             return;
@@ -141,8 +141,8 @@ void StagingPipeline::on_small_get_data(PeerLink &peer, const CtrlMsg &m) {
         fail(*f, GDX_ERR_PROTOCOL);
         return;
     }
-    gdx_status_t st = copies_.copy_sync(op->local->ptr(op->loff), m.data.data(), op->len, op->local->info().kind,
-                                      op->local->info().device, mem::CopyDir::ToDevice);
+    gdx_status_t st =
+        copies_.copy_sync(op->local->ptr(op->loff), m.data.data(), op->len, op->local->info(), mem::CopyDir::ToDevice);
     if (st != GDX_OK) fail(*f, st);
 }
 

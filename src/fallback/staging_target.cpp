@@ -227,7 +227,7 @@ void StagingTarget::on_small_put(PeerLink &peer, const CtrlMsg &m) {
     gdx_status_t st = GDX_OK;
     Region *r = check_region(m, tp::kAccessRemoteWrite, ctrl_type_name(m.type), &st);
     if (r != nullptr) {
-        st = copies_.copy_sync(r->ptr(m.offset), m.data.data(), m.length, r->info().kind, r->info().device,
+        st = copies_.copy_sync(r->ptr(m.offset), m.data.data(), m.length, r->info(),
                              mem::CopyDir::ToDevice, true);
         report_.stats().target_bytes_copied += m.length;
     }
@@ -251,7 +251,7 @@ void StagingTarget::on_small_get_req(PeerLink &peer, const CtrlMsg &m) {
     }
     if (r != nullptr) {
         data.resize(m.length);
-        st = copies_.copy_sync(data.data(), r->ptr(m.offset), m.length, r->info().kind, r->info().device,
+        st = copies_.copy_sync(data.data(), r->ptr(m.offset), m.length, r->info(),
                              mem::CopyDir::ToHost, true);
         report_.stats().target_bytes_copied += m.length;
     }

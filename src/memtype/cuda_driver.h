@@ -41,7 +41,7 @@ namespace gdx::cuda {
     X(cuMemAllocFromPoolAsync, false) X(cuMemPoolExportToShareableHandle, false)                            \
     X(cuMemPoolImportFromShareableHandle, false) X(cuMemPoolExportPointer, false)                           \
     X(cuMemPoolImportPointer, false) X(cuMemPoolSetAccess, false) X(cuMemHostGetFlags, false)               \
-    X(cuMemGetAccess, false)
+    X(cuMemGetAccess, false) X(cuStreamWriteValue32, false) X(cuStreamBatchMemOp, false)
 
 struct DriverApi {
 #define GDX_CUDA_DECLARE(name, required) decltype(&::name) name = nullptr;

@@ -27,7 +27,7 @@ bool available();
 gdx_status_t query(const void *ptr, MemInfo *out);
 gdx_status_t revalidate(const void *ptr, const MemInfo &cached);
 gdx_status_t copy(void *dst, const void *src, size_t len, int device);
-gdx_status_t copy_pinned(void *dst, const void *src, size_t len, int device, CopyDir dir);
+gdx_status_t copy_pinned(void *dst, const void *src, size_t len, int device, CopyDir dir, bool device_resident);
 gdx_status_t copy_async(void *dst, const void *src, size_t len, int device, CopyDir dir, CopyHandle *h);
 gdx_status_t copy_test(CopyHandle *h);
 gdx_status_t host_alloc(size_t len, int device, void **out);
@@ -52,6 +52,8 @@ gdx_status_t copy_queue(int device, const CopyQueueOptions &opts, std::unique_pt
 
 // set_dmabuf_pcie_first()'s current value.
 bool dmabuf_pcie_first();
+// set_small_write_max()'s current value.
+size_t small_write_max();
 
 #if GDX_HAVE_CUDA_H
 
@@ -68,6 +70,14 @@ struct DeviceState {
     std::vector<CUstream> streams; // created on first copy: the first half copies to host, the second to the GPU
     unsigned next_stream[3] = {0, 0, 0}; // round robin per CopyDir
     std::vector<CUevent> free_events;
+    // The small-copy lane (copy_pinned): its own non-blocking stream and a pinned word the GPU writes after each
+    // copy, waited for with a plain load. Made on first use; small_mu serializes the lane (one copy at a time).
+    std::mutex small_mu;
+    bool small_tried = false;
+    CUstream small_stream = nullptr;
+    volatile uint32_t *small_flag = nullptr;
+    CUdeviceptr small_flag_dev = 0;
+    uint32_t small_seq = 0;
 };
 
 // nullptr for an ordinal the driver does not have.

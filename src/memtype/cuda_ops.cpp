@@ -13,9 +13,11 @@ namespace cudarow {
 
 namespace {
 std::atomic<bool> g_pcie_first{true};
+std::atomic<size_t> g_small_write_max{256}; // GDX_CUDA_SMALL_WRITE's default (src/memtype/config_vars.inc)
 } // namespace
 
 bool dmabuf_pcie_first() { return g_pcie_first.load(std::memory_order_relaxed); }
+size_t small_write_max() { return g_small_write_max.load(std::memory_order_relaxed); }
 
 #if GDX_HAVE_CUDA_H
 
@@ -95,7 +97,7 @@ bool available() { return false; }
 gdx_status_t query(const void *, MemInfo *) { return GDX_ERR_NOT_FOUND; }
 gdx_status_t revalidate(const void *, const MemInfo &) { return GDX_ERR_NOT_FOUND; }
 gdx_status_t copy(void *, const void *, size_t, int) { return no_cuda(); }
-gdx_status_t copy_pinned(void *, const void *, size_t, int, CopyDir) { return no_cuda(); }
+gdx_status_t copy_pinned(void *, const void *, size_t, int, CopyDir, bool) { return no_cuda(); }
 gdx_status_t copy_async(void *, const void *, size_t, int, CopyDir, CopyHandle *) { return no_cuda(); }
 gdx_status_t copy_test(CopyHandle *) { return no_cuda(); }
 gdx_status_t host_alloc(size_t, int, void **) { return no_cuda(); }
@@ -174,5 +176,7 @@ const Ops kCudaRow = {
 const Ops &cuda_row() { return kCudaRow; }
 
 void set_dmabuf_pcie_first(bool on) { cudarow::g_pcie_first.store(on, std::memory_order_relaxed); }
+
+void set_small_write_max(size_t bytes) { cudarow::g_small_write_max.store(bytes, std::memory_order_relaxed); }
 
 } // namespace gdx::mem

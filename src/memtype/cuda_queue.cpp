@@ -3,8 +3,8 @@
 // cuStreamWriteValue32 (default flags: ordered after the copy's writes), polled with a plain load, no driver call
 // per poll; 'event': a CUDA event per copy (cuEventQuery), also where the driver lacks stream memory operations.
 // A copy whose stream failed never writes its flag, so streams with work are asked (cuStreamQuery) once a
-// millisecond and their copies fail with the driver's error instead of hanging. Moved from the cuda_ipc transport
-// (its data path), driver calls unchanged.
+// millisecond and their copies fail with the driver's error instead of hanging. cuStreamWriteValue32 is an optional
+// entry of the driver table (cuda_driver.h); absent, the queue uses events.
 #include "memtype/cuda_internal.h"
 
 #if GDX_HAVE_CUDA_H
@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <dlfcn.h>
 #include <optional>
 #include <time.h>
 
@@ -28,33 +27,6 @@ int64_t now_ns() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-using GetProcAddressV2 = CUresult (*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
-using WriteValue32 = decltype(&::cuStreamWriteValue32);
-
-// cuStreamWriteValue32, resolved like the DriverApi table (cuGetProcAddress at the ABI of our cuda.h) from the
-// libcuda.so.1 the loader opened; null where the driver lacks stream memory operations (then: events).
-WriteValue32 stream_write_value32() {
-    static std::once_flag once;
-    static WriteValue32 fn = nullptr;
-    std::call_once(once, [] {
-        if (cuda::driver() == nullptr) return;
-        // RTLD_NOLOAD: only the library the loader opened; nothing new is opened (and nothing is linked).
-        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-        if (lib == nullptr) return;
-        auto gpa = reinterpret_cast<GetProcAddressV2>(dlsym(lib, "cuGetProcAddress_v2"));
-        if (gpa != nullptr) {
-            CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SUCCESS;
-            void *p = nullptr;
-            if (gpa("cuStreamWriteValue32", &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &q) == CUDA_SUCCESS &&
-                q == CU_GET_PROC_ADDRESS_SUCCESS)
-                fn = reinterpret_cast<WriteValue32>(p);
-        }
-        GDX_DEBUG(kComp, "cuStreamWriteValue32 %s", fn ? "available" : "absent");
-        dlclose(lib); // drops only the reference NOLOAD took
-    });
-    return fn;
 }
 
 class CudaCopyQueue final : public CopyQueue {
@@ -110,7 +82,7 @@ gdx_status_t CudaCopyQueue::create(int device, const CopyQueueOptions &o, std::u
         if (r != CUDA_SUCCESS)
             return GDX_FAIL(GDX_ERR_DRIVER, kComp, "cuStreamCreate on GPU %d: %s", device, cuda::error_text(r).c_str());
     }
-    if (o.flags && stream_write_value32() != nullptr) q->setup_flags(api);
+    if (o.flags && api->cuStreamWriteValue32 != nullptr) q->setup_flags(api);
     *out = std::move(q);
     return GDX_OK;
 }
@@ -167,7 +139,7 @@ gdx_status_t CudaCopyQueue::copy(void *dst, const void *src, size_t len, const C
     if (use_flags_) {
         m.seq = ++s.issued;
         // Default flags: the write is ordered after the copy's memory traffic.
-        r = stream_write_value32()(s.s, s.flag_dev, m.seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+        r = api->cuStreamWriteValue32(s.s, s.flag_dev, m.seq, CU_STREAM_WRITE_VALUE_DEFAULT);
     } else {
         if (!s.spare.empty()) {
             m.ev = s.spare.back();

@@ -161,10 +161,13 @@ struct Ops {
     gdx_status_t (*query)(const void *ptr, MemInfo *out);
     // Synchronous copy; either side may be of this kind or host.
     gdx_status_t (*copy)(void *dst, const void *src, size_t len, int device);
-    // Synchronous copy whose host side is pinned for this backend (host_alloc / host_register memory): the
-    // shortest synchronous form (the CUDA row: one cuMemcpyDtoH/HtoD, no stream, event or poll), for copies of a
-    // few bytes whose cost is the driver's, not the bus's.
-    gdx_status_t (*copy_pinned)(void *dst, const void *src, size_t len, int device, CopyDir dir);
+    // Synchronous copy whose host side is pinned for this backend (host_alloc / host_register memory), for copies
+    // of a few bytes whose cost is the driver's, not the bus's. The CUDA row keeps one stream per GPU for them and
+    // waits for a word the GPU writes after the copy (a plain load, no driver call per poll). `device_resident`:
+    // the GPU side is memory of the GPU itself (not managed or host-located), so a copy towards it of at most
+    // set_small_write_max() bytes, 4-byte aligned, is written by stream memory operations: the bytes ride in the
+    // command and no DMA engine reads host memory for them.
+    gdx_status_t (*copy_pinned)(void *dst, const void *src, size_t len, int device, CopyDir dir, bool device_resident);
     // Asynchronous copy on a dedicated non-blocking stream of `device` (round-robin over a few streams), with
     // one event per copy. GDX_OK: finished already (host); GDX_INPROGRESS: poll copy_test.
     gdx_status_t (*copy_async)(void *dst, const void *src, size_t len, int device, CopyDir dir, CopyHandle *h);
@@ -234,5 +237,9 @@ void note_ipc_close(const void *base);
 // dma-buf export tries CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE first (then flags 0) unless this is set to
 // false: a PCIe-mapped handle suits only some NICs on some platforms (src/memtype/README.md, dma-buf).
 void set_dmabuf_pcie_first(bool on);
+
+// copy_pinned's limit for writing GPU memory by stream memory operations (GDX_CUDA_SMALL_WRITE; 0: always a copy).
+// Clamped to what one batch of operations carries.
+void set_small_write_max(size_t bytes);
 
 } // namespace gdx::mem

@@ -65,6 +65,8 @@ gdx_status_t Detector::create(const Config &cfg, std::unique_ptr<Detector> *out)
     if (cfg.ternary(MemtypeVar::CUDA) == Ternary::Yes && !ops(MemKind::Cuda).available())
         return GDX_FAIL(GDX_ERR_NO_DEVICE, kComp, "GDX_CUDA=yes but %s", why_no_cuda().c_str());
     DetectorOptions o = options(cfg);
+    // The copy row's knob is process-wide (like set_dmabuf_pcie_first): the last context made sets it.
+    set_small_write_max(cfg.size(MemtypeVar::CUDA_SMALL_WRITE));
     if (o.hooks == Ternary::Yes && o.use_cuda && ops(MemKind::Cuda).available() && !install_free_hooks().installed)
         return GDX_FAIL(GDX_ERR_UNSUPPORTED, kComp, "GDX_MEMTYPE_HOOKS=yes but the CUDA free hooks are off: %s",
                         install_free_hooks().why.c_str());

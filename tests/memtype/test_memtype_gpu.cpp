@@ -17,6 +17,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <functional>
+#include <memory>
 #include <unistd.h>
 
 using namespace gdx;
@@ -187,6 +188,51 @@ TEST_P(MemKinds, CopiesInAndOut) {
     ASSERT_EQ(row.copy(at(8192), src.data(), n, info.device), GDX_OK) << last_error();
     ASSERT_EQ(row.copy(back.data(), at(8192), n, info.device), GDX_OK) << last_error();
     EXPECT_EQ(src, back);
+}
+
+// The small-copy lane (copy_pinned, the small-message path): every shape it decides between — stream memory
+// operations (device-resident memory, 4-byte aligned, up to GDX_CUDA_SMALL_WRITE) and a copy on its stream — lands
+// exactly its bytes: the neighbours of the written range keep theirs (a word write must never spill).
+TEST_P(MemKinds, SmallCopiesLandExactlyTheirBytes) {
+    if (is_host_type(expected_type(GetParam())) || GetParam() == AllocKind::CudaIpcImported)
+        GTEST_SKIP() << "the small-copy lane is for GPU memory (IPC imports: memtype_ipc_peer)";
+    Detector det;
+    MemInfo info;
+    ASSERT_EQ(det.detect_one(buf_.ptr(), &info), GDX_OK);
+    const Ops &cuda = ops(MemKind::Cuda);
+    void *pinned = nullptr;
+    ASSERT_EQ(cuda.host_alloc(3 * 8192, 0, &pinned), GDX_OK) << last_error();
+    std::unique_ptr<void, void (*)(void *)> release(pinned, cuda.host_free);
+    struct LimitBack { ~LimitBack() { set_small_write_max(256); } } limit_back; // the row's knob is process-wide
+    auto *in = static_cast<unsigned char *>(pinned), *out = in + 8192, *fill = in + 16384;
+    const size_t kWindow = 8192, kBase = 65536;
+    for (size_t limit : {size_t(0), size_t(256), size_t(1016)}) {
+        set_small_write_max(limit);
+        for (size_t len : {1, 3, 4, 8, 12, 60, 64, 252, 256, 260, 1016, 1020, 4096}) {
+            for (size_t off : {0, 1, 2, 4, 8}) {
+                SCOPED_TRACE("limit " + std::to_string(limit) + ", " + std::to_string(len) + " bytes at +" +
+                             std::to_string(off));
+                std::memset(fill, 0xA5, kWindow);
+                ASSERT_EQ(cuda.copy(at(kBase), fill, kWindow, 0), GDX_OK) << last_error();
+                for (size_t i = 0; i < len; ++i)
+                    in[i] = static_cast<unsigned char>(i * 13 + len + off);
+                ASSERT_EQ(cuda.copy_pinned(at(kBase + 64 + off), in, len, info.device, CopyDir::ToDevice,
+                                           !info.host_accessible),
+                          GDX_OK)
+                    << last_error();
+                std::memset(out, 0, kWindow);
+                ASSERT_EQ(cuda.copy_pinned(out, at(kBase), kWindow, info.device, CopyDir::ToHost,
+                                           !info.host_accessible),
+                          GDX_OK)
+                    << last_error();
+                for (size_t i = 0; i < kWindow; ++i) {
+                    const bool inside = i >= 64 + off && i < 64 + off + len;
+                    const unsigned char want = inside ? in[i - 64 - off] : 0xA5;
+                    ASSERT_EQ(out[i], want) << "byte " << i << (inside ? " (written)" : " (neighbour)");
+                }
+            }
+        }
+    }
 }
 
 TEST_P(MemKinds, DmabufOnlyForDeviceAndVmm) {
