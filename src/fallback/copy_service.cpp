@@ -59,11 +59,11 @@ gdx_status_t CopyService::copy_sync(void *dst, const void *src, size_t len, cons
     if (scratch == nullptr) {
         st = row.copy(dst, src, len, device);
     } else if (dir == mem::CopyDir::ToHost) {
-        st = row.copy_pinned(scratch, src, len, device, dir, !mem.host_accessible);
+        st = row.copy_pinned(scratch, src, len, device, dir, mem.type);
         if (st == GDX_OK) std::memcpy(dst, scratch, len);
     } else {
         std::memcpy(scratch, src, len);
-        st = row.copy_pinned(dst, scratch, len, device, dir, !mem.host_accessible);
+        st = row.copy_pinned(dst, scratch, len, device, dir, mem.type);
     }
     if (st != GDX_OK) ++report_.stats().copy_failures;
     return st;

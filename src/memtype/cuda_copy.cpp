@@ -240,7 +240,7 @@ CUresult write_by_memops(const cuda::DriverApi *api, DeviceState *ds, void *dst,
 
 } // namespace
 
-gdx_status_t copy_pinned(void *dst, const void *src, size_t len, int device, CopyDir dir, bool device_resident) {
+gdx_status_t copy_pinned(void *dst, const void *src, size_t len, int device, CopyDir dir, MemType gpu_side) {
     if (dir == CopyDir::Unknown) return copy(dst, src, len, device);
     if (len == 0) return GDX_OK;
     const cuda::DriverApi *api = cuda::driver();
@@ -266,16 +266,30 @@ gdx_status_t copy_pinned(void *dst, const void *src, size_t len, int device, Cop
     // Why memory operations: a copy engine must fetch the bytes from host memory across PCIe before it writes
     // them, and a copy costs its own setup; a write operation carries the value in the command itself
     // (bench/results/gpu-2026-11-24: a completion write alone 3.8 us, copy + completion 9.1 us, one process).
-    // Managed and host-located memory are not written that way (a GPU-side fault or a write across the bus).
-    const bool by_memops = dir == CopyDir::ToDevice && device_resident && api->cuStreamBatchMemOp != nullptr &&
+    // Only cudaMalloc and device-located VMM memory are written that way: managed and host-located memory would
+    // take a GPU-side fault or a write across the bus, and the driver refuses pool memory (CUDA_ERROR_INVALID_VALUE,
+    // H200, driver 580). Should it refuse anything else, the lane learns it and copies from then on.
+    const uint32_t type_bit = 1u << static_cast<unsigned>(gpu_side);
+    const bool by_memops = dir == CopyDir::ToDevice &&
+                           (gpu_side == MemType::CudaDevice || gpu_side == MemType::CudaVmm) &&
+                           api->cuStreamBatchMemOp != nullptr && (ds->memops_refused & type_bit) == 0 &&
                            len <= std::min(small_write_max(), 4 * kMaxWriteOps) && len % 4 == 0 &&
                            reinterpret_cast<uintptr_t>(dst) % 4 == 0;
-    CUresult r;
-    const char *call;
+    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    const char *call = "cuStreamBatchMemOp (small write)";
+    bool settled = false; // written, or failed for a reason a copy would not avoid
     if (by_memops) {
-        call = "cuStreamBatchMemOp (small write)";
         r = write_by_memops(api, ds, dst, src, len, seq);
-    } else {
+        settled = r == CUDA_SUCCESS;
+        if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_SUPPORTED) {
+            ds->memops_refused |= type_bit; // refused at submission: nothing was queued; remembered per type
+            GDX_INFO(kComp, "GPU %d: stream memory operations refused on %s memory (%s, at %p): small writes into it "
+                     "are copies from now on", dev, type_name(gpu_side), cuda::error_text(r).c_str(), dst);
+        } else if (r != CUDA_SUCCESS) {
+            settled = true; // reported below, not retried as a copy
+        }
+    }
+    if (!settled) {
         call = "cuMemcpyAsync (small copy)";
         r = api->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), len,
                                ds->small_stream);

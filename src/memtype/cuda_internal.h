@@ -27,7 +27,7 @@ bool available();
 gdx_status_t query(const void *ptr, MemInfo *out);
 gdx_status_t revalidate(const void *ptr, const MemInfo &cached);
 gdx_status_t copy(void *dst, const void *src, size_t len, int device);
-gdx_status_t copy_pinned(void *dst, const void *src, size_t len, int device, CopyDir dir, bool device_resident);
+gdx_status_t copy_pinned(void *dst, const void *src, size_t len, int device, CopyDir dir, MemType gpu_side);
 gdx_status_t copy_async(void *dst, const void *src, size_t len, int device, CopyDir dir, CopyHandle *h);
 gdx_status_t copy_test(CopyHandle *h);
 gdx_status_t host_alloc(size_t len, int device, void **out);
@@ -78,6 +78,7 @@ struct DeviceState {
     volatile uint32_t *small_flag = nullptr;
     CUdeviceptr small_flag_dev = 0;
     uint32_t small_seq = 0;
+    uint32_t memops_refused = 0; // bit per MemType the driver refused write operations on: copies from then on
 };
 
 // nullptr for an ordinal the driver does not have.

@@ -97,7 +97,7 @@ bool available() { return false; }
 gdx_status_t query(const void *, MemInfo *) { return GDX_ERR_NOT_FOUND; }
 gdx_status_t revalidate(const void *, const MemInfo &) { return GDX_ERR_NOT_FOUND; }
 gdx_status_t copy(void *, const void *, size_t, int) { return no_cuda(); }
-gdx_status_t copy_pinned(void *, const void *, size_t, int, CopyDir, bool) { return no_cuda(); }
+gdx_status_t copy_pinned(void *, const void *, size_t, int, CopyDir, MemType) { return no_cuda(); }
 gdx_status_t copy_async(void *, const void *, size_t, int, CopyDir, CopyHandle *) { return no_cuda(); }
 gdx_status_t copy_test(CopyHandle *) { return no_cuda(); }
 gdx_status_t host_alloc(size_t, int, void **) { return no_cuda(); }

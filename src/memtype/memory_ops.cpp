@@ -95,7 +95,7 @@ gdx_status_t host_alloc(size_t len, int /*device*/, void **out) {
 }
 
 void host_free(void *p) { std::free(p); }
-gdx_status_t host_copy_pinned(void *dst, const void *src, size_t len, int, CopyDir, bool) {
+gdx_status_t host_copy_pinned(void *dst, const void *src, size_t len, int, CopyDir, MemType) {
     std::memmove(dst, src, len);
     return GDX_OK;
 }

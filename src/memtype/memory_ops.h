@@ -163,11 +163,11 @@ struct Ops {
     gdx_status_t (*copy)(void *dst, const void *src, size_t len, int device);
     // Synchronous copy whose host side is pinned for this backend (host_alloc / host_register memory), for copies
     // of a few bytes whose cost is the driver's, not the bus's. The CUDA row keeps one stream per GPU for them and
-    // waits for a word the GPU writes after the copy (a plain load, no driver call per poll). `device_resident`:
-    // the GPU side is memory of the GPU itself (not managed or host-located), so a copy towards it of at most
-    // set_small_write_max() bytes, 4-byte aligned, is written by stream memory operations: the bytes ride in the
-    // command and no DMA engine reads host memory for them.
-    gdx_status_t (*copy_pinned)(void *dst, const void *src, size_t len, int device, CopyDir dir, bool device_resident);
+    // waits for a word the GPU writes after the copy (a plain load, no driver call per poll). `gpu_side` is the
+    // type of the GPU side's memory: a copy towards cudaMalloc or device-located VMM memory of at most
+    // set_small_write_max() bytes, 4-byte aligned, is written by stream memory operations (the bytes ride in the
+    // command; no DMA engine reads host memory for them). The driver refuses those on pool memory (measured).
+    gdx_status_t (*copy_pinned)(void *dst, const void *src, size_t len, int device, CopyDir dir, MemType gpu_side);
     // Asynchronous copy on a dedicated non-blocking stream of `device` (round-robin over a few streams), with
     // one event per copy. GDX_OK: finished already (host); GDX_INPROGRESS: poll copy_test.
     gdx_status_t (*copy_async)(void *dst, const void *src, size_t len, int device, CopyDir dir, CopyHandle *h);

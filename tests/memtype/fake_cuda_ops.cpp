@@ -6,7 +6,7 @@ namespace {
 bool fake_available() { return true; }
 gdx_status_t fake_unsupported() { return GDX_ERR_UNSUPPORTED; }
 gdx_status_t fake_copy(void *, const void *, size_t, int) { return fake_unsupported(); }
-gdx_status_t fake_copy_pinned(void *, const void *, size_t, int, CopyDir, bool) { return fake_unsupported(); }
+gdx_status_t fake_copy_pinned(void *, const void *, size_t, int, CopyDir, MemType) { return fake_unsupported(); }
 gdx_status_t fake_copy_async(void *, const void *, size_t, int, CopyDir, CopyHandle *) { return fake_unsupported(); }
 gdx_status_t fake_copy_test(CopyHandle *) { return fake_unsupported(); }
 gdx_status_t fake_host_alloc(size_t, int, void **) { return fake_unsupported(); }

@@ -217,12 +217,12 @@ TEST_P(MemKinds, SmallCopiesLandExactlyTheirBytes) {
                 for (size_t i = 0; i < len; ++i)
                     in[i] = static_cast<unsigned char>(i * 13 + len + off);
                 ASSERT_EQ(cuda.copy_pinned(at(kBase + 64 + off), in, len, info.device, CopyDir::ToDevice,
-                                           !info.host_accessible),
+                                           info.type),
                           GDX_OK)
                     << last_error();
                 std::memset(out, 0, kWindow);
                 ASSERT_EQ(cuda.copy_pinned(out, at(kBase), kWindow, info.device, CopyDir::ToHost,
-                                           !info.host_accessible),
+                                           info.type),
                           GDX_OK)
                     << last_error();
                 for (size_t i = 0; i < kWindow; ++i) {
