@@ -8,7 +8,9 @@
 #   4. the staged intra-node bench beside upstream UCX and the baseline (bench/intranode_staged_vs_ucx.sh);
 #   5. the UCX module built against that upstream UCX: ucx_perftest tag_bw of CUDA memory over gdx_shm through the
 #      staging engine, through UCP's own pipeline (GDX_UCT_ENGINE=no) and upstream sm,cuda_copy
-#      (bench/uct_engine_vs_pipeline.sh).
+#      (bench/uct_engine_vs_pipeline.sh);
+#   6. host memory through that module: UCP tag_lat/tag_bw over gdx_shm vs UCX posix and sysv (bench/ucx_vs_gdx.sh).
+# On a warm machine (a call within 30 s of the last) an upstream UCX built by the last call is reused.
 #
 #   scripts/device-run.sh [--ucx-src TARBALL] [--sysucx TARBALL] [--baseline TARBALL] [--rounds N]
 #                         [--sanitize GTEST-FILTER] [--ab-env "VAR=V ..."] [--skip STEP,...]
@@ -16,22 +18,24 @@
 #     --sysucx    the release sources of the machine's own UCX version (gpu-system-ucx.sh builds the module there)
 #     --baseline  `git archive` of the tree to compare gdx_perftest with (built for gdx_perftest only)
 #     --ab-env    passed to the staged bench: its 8-byte latency once more with these variables (a diagnosis)
-#     --skip      any of: probes, tests, sanitize, sysucx, bench, uct-bench
+#     --host-rounds  alternating rounds of step 6 (default 5)
+#     --skip      any of: probes, tests, sanitize, sysucx, bench, uct-bench, host-bench
 # Before the tests, bench/probes/pcie_duplex.cpp (the GPU's D2H, H2D and both-at-once copy rates: the ceiling of
-# any path that crosses PCIe twice, as staging between two processes does) writes probes.txt.
+# any path that crosses PCIe twice, as staging between two processes does) prints into console.txt.
 # Writes $OUT/dev/ (the device tool returns at most 8 files, two folders deep): console.txt (this output),
-# ctest-gpu.txt, sanitizer.txt, sysucx.txt, staged-vs-ucx.txt, uct-engine.txt and raw.tgz (every log). Every step is bounded; a
+# ctest-gpu.txt, sanitizer.txt, sysucx.txt, staged-vs-ucx.txt, uct-engine.txt, host-vs-ucx.txt and raw.tgz (every log). Every step is bounded; a
 # failed step is reported and the next one still runs. Exit status: 0 when every step that ran passed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-ucx_src="" sysucx="" baseline="" rounds=3 sanitize="" skip="" ab_env=""
+ucx_src="" sysucx="" baseline="" rounds=3 host_rounds=5 sanitize="" skip="" ab_env=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --ucx-src) ucx_src=$2; shift 2 ;;
     --sysucx) sysucx=$2; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --host-rounds) host_rounds=$2; shift 2 ;;
     --sanitize) sanitize=$2; shift 2 ;;
     --ab-env) ab_env=$2; shift 2 ;;
     --skip) skip=$2; shift 2 ;;
@@ -57,7 +61,11 @@ nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheade
 
 # ---- 1. builds --------------------------------------------------------------------------------------------------
 ucx_pid="" base_pid=""
-if [ -n "$ucx_src" ] && { ! skipped bench || ! skipped uct-bench; }; then
+if [ -x /tmp/ucx-cuda/bin/ucx_perftest ] && [ -f /tmp/ucx-build/config.h ]; then
+  say "upstream UCX with CUDA already built on this (warm) machine: /tmp/ucx-cuda, reused"
+  ucx_src="" ucx_reused=1
+fi
+if [ -n "$ucx_src" ] && { ! skipped bench || ! skipped uct-bench || ! skipped host-bench; }; then
   say "upstream UCX with CUDA from $ucx_src, in the background (/tmp/ucx-cuda)"
   (
     set -e
@@ -104,8 +112,7 @@ if ! skipped probes; then
   say "probe: PCIe copy rates, one direction and both at once (bench/probes/pcie_duplex.cpp)"
   if g++ -O2 -std=c++17 -I/usr/local/cuda/include bench/probes/pcie_duplex.cpp -o /tmp/pcie_duplex -lcuda \
        > "$logs/probe-build.log" 2>&1; then
-    timeout 120 /tmp/pcie_duplex 0 > "$out/probes.txt" 2>&1 || fail "pcie_duplex probe"
-    cat "$out/probes.txt"
+    timeout 120 /tmp/pcie_duplex 0 2>&1 || fail "pcie_duplex probe" # into console.txt
   else
     tail -5 "$logs/probe-build.log"; fail "pcie_duplex probe build"
   fi
@@ -121,7 +128,8 @@ fi
 if ! skipped sanitize && [ -n "$sanitize" ] && [ -x build-gpu/tests/fallback/test_fallback_gpu ]; then
   say "compute-sanitizer memcheck, every process: $sanitize"
   : > "$out/sanitizer.txt"
-  for bin in build-gpu/tests/fallback/test_fallback_gpu build-gpu/tests/intranode/test_intranode_gpu; do
+  for bin in build-gpu/tests/fallback/test_fallback_gpu build-gpu/tests/intranode/test_intranode_gpu \
+             build-gpu/tests/memtype/test_memtype_gpu; do
     [ -x "$bin" ] || continue
     # a binary with no test under the filter never calls CUDA, which compute-sanitizer reports as an error
     "$bin" --gtest_list_tests --gtest_filter="$sanitize" 2>/dev/null | grep -q '^  ' || continue
@@ -138,7 +146,7 @@ if [ -n "$sys_pid" ]; then
 fi
 
 # ---- 4. the staged intra-node bench (once UCX is built) ---------------------------------------------------------------------------------
-ucx_ok=0
+ucx_ok=${ucx_reused:-0}
 if [ -n "$ucx_pid" ]; then
   say "waiting for the UCX build"
   if wait "$ucx_pid" && [ -x /tmp/ucx-cuda/bin/ucx_perftest ]; then ucx_ok=1
@@ -169,6 +177,16 @@ if ! skipped uct-bench && [ "$ucx_ok" = 1 ]; then
   grep -E "^bar |^# medians|^# module|^n/a|^(engine|pipeline|ucx) " "$out/uct-engine.txt" | tail -30
 elif ! skipped uct-bench; then
   echo "# the UCX module bench needs upstream UCX with CUDA (--ucx-src): not run"
+fi
+
+# ---- 6. host memory through the module vs UCX's own shared memory, alternating rounds (issue 18's host bars) ------
+if ! skipped host-bench && [ "$ucx_ok" = 1 ] && [ -f build-uct-bench/src/uct/libuct_gdx.so.0 ]; then
+  say "host memory: UCP over gdx_shm vs posix and sysv through upstream UCX (bench/ucx_vs_gdx.sh, $host_rounds rounds)"
+  timeout 600 bench/ucx_vs_gdx.sh --ucx-prefix /tmp/ucx-cuda --module build-uct-bench/src/uct/libuct_gdx.so.0 \
+    --rounds "$host_rounds" --out "$out/host-vs-ucx.txt" > "$logs/host-vs-ucx.console" 2>&1 || fail "the host bench"
+  grep -E "^bar |^# medians" "$out/host-vs-ucx.txt" 2>/dev/null | tail -8
+elif ! skipped host-bench; then
+  echo "# the host bench needs upstream UCX and the module built by the UCX module bench (step 5): not run"
 fi
 
 say "packing logs"
