@@ -475,38 +475,7 @@ static ucs_status_t uct_gdx_iface_event_arm(uct_iface_h tl_iface, unsigned event
     return uct_gdx_fail(st, "event_arm", uct_gdx_iface_name(iface));
 }
 
-/* UCP picks eager copy, eager zero-copy or rendezvous per message size from these estimates, and the base estimate
- * prices every operation at the interface's 50 ns. Between processes of one host that is wrong twice:
- * - an active message's zero-copy form copies into the peer's ring as the buffered form does (shm), so it saves
- *   nothing and adds a completion;
- * - a zero-copy put or get is a staging-engine request (submission, a cross-memory-attach call or ring records,
- *   and its completion message): about 9 us each, measured as UCP tag_bw 64 KiB through rendezvous, 32 in flight
- *   (4.6-4.8 GB/s, against 12.9-14.2 by copy-in copy-out; H200 host, UCX 1.22, bench/results/gpu-2026-11-26/).
- * Priced so, UCP 1.22 took eager zero-copy from 662 bytes and rendezvous from 3.8 KiB over gdx_shm. */
-#define UCT_GDX_INTRA_ZCOPY_AM_OVERHEAD 1e-6
-#define UCT_GDX_INTRA_ENGINE_OP_OVERHEAD 8e-6
-
-static ucs_status_t uct_gdx_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_attr_t *perf_attr)
-{
-    uct_gdx_iface_t *iface = ucs_derived_of(tl_iface, uct_gdx_iface_t);
-    ucs_status_t status    = uct_base_iface_estimate_perf(tl_iface, perf_attr);
-    uct_ep_operation_t op;
-
-    if ((status != UCS_OK) || !iface->attr.intra_node ||
-        !(perf_attr->field_mask & UCT_PERF_ATTR_FIELD_OPERATION) ||
-        !(perf_attr->field_mask & UCT_PERF_ATTR_FIELD_SEND_PRE_OVERHEAD)) {
-        return status;
-    }
-    op = perf_attr->operation;
-    if (op == UCT_EP_OP_AM_ZCOPY) {
-        perf_attr->send_pre_overhead = UCT_GDX_INTRA_ZCOPY_AM_OVERHEAD;
-    } else if (iface->attr.engine && ((op == UCT_EP_OP_PUT_ZCOPY) || (op == UCT_EP_OP_GET_ZCOPY))) {
-        perf_attr->send_pre_overhead = UCT_GDX_INTRA_ENGINE_OP_OVERHEAD;
-    }
-    return UCS_OK;
-}
-
-UCT_GDX_INTERNAL_OPS(uct_gdx_iface_internal_ops, uct_gdx_iface_estimate_perf, uct_gdx_iface_is_reachable_v2,
+UCT_GDX_INTERNAL_OPS(uct_gdx_iface_internal_ops, uct_base_iface_estimate_perf, uct_gdx_iface_is_reachable_v2,
                      uct_gdx_ep_connect_to_ep_v2, uct_gdx_ep_is_connected_v2);
 
 static UCS_CLASS_INIT_FUNC(uct_gdx_iface_t, uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
