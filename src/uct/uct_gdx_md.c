@@ -65,30 +65,10 @@ static ucs_memory_type_t uct_gdx_ucs_mem_type(gdx_uct_mem_type_t t)
 /* The MD of this process that answers UCP's memory-type detection, if any. UCP asks every detecting MD of its
  * context in turn, on each send and receive whose buffer its memtype cache does not place: with three gdx MDs
  * detecting, a host buffer cost three lookups per message (UCP tag_lat 8 B over gdx_shm 0.67-0.81 us against
- * 0.41-0.48 without; bench/results/gpu-2026-11-26/). One detecting MD is enough. Guarded by UCX's own
- * serialization of md_open/md_close (ucp_init/ucp_cleanup). */
+ * 0.41-0.48 without; bench/results/gpu-2026-11-26/). One detecting MD is enough. Not none where UCX has CUDA
+ * support of its own: UCP 1.22 then moved CUDA 1 MiB messages off the engine's full-size zero-copy (38 -> 3.7
+ * GB/s, run8 there; why is not yet known). Guarded by UCX's serialization of md_open/md_close. */
 static uct_gdx_md_t *uct_gdx_detecting_md;
-
-/* UCX's own CUDA support (the cuda_copy component) detects CUDA memory and feeds UCP's memtype cache through its
- * memory hooks; gdx's detection is then only a second, slower answer to the same question. */
-static int uct_gdx_ucx_detects_cuda(void)
-{
-    uct_component_h *components;
-    unsigned i, count;
-    int found = 0;
-
-    if (uct_query_components(&components, &count) != UCS_OK) {
-        return 0;
-    }
-    for (i = 0; i < count; ++i) {
-        uct_component_attr_t attr = {.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME};
-        if ((uct_component_query(components[i], &attr) == UCS_OK) && (strcmp(attr.name, "cuda_cpy") == 0)) {
-            found = 1;
-        }
-    }
-    uct_release_component_list(components);
-    return found;
-}
 
 static void uct_gdx_md_close(uct_md_h uct_md)
 {
@@ -282,11 +262,10 @@ ucs_status_t uct_gdx_md_open(uct_component_t *component, const char *md_name, co
     md->cuda            = gdx_uct_cuda_available(md->bridge);
     md->super.ops       = &uct_gdx_md_ops;
     md->super.component = component;
-    md->detect          = md->cuda && (uct_gdx_detecting_md == NULL) && !uct_gdx_ucx_detects_cuda();
+    md->detect          = md->cuda && (uct_gdx_detecting_md == NULL);
     if (md->detect) {
         uct_gdx_detecting_md = md;
-        ucs_debug("%s: answers UCP's memory-type detection for gdx (UCX has no CUDA component of its own)",
-                  comp->name);
+        ucs_debug("%s: answers UCP's memory-type detection for gdx", comp->name);
         /* UCP consults a detecting MD only when UCX's memtype cache misses with an error: an enabled but empty
          * cache (nothing feeds it without UCX's CUDA module) answers "host" for every device pointer. */
         if (ucs_global_opts.enable_memtype_cache != UCS_NO) {
