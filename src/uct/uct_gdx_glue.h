@@ -44,8 +44,7 @@ typedef struct uct_gdx_md {
     uct_md_t          super;
     gdx_uct_md_t      *bridge;
     gdx_uct_md_attr_t attr;
-    int               cuda;    /* gdx's CUDA backend found a GPU: register CUDA memory */
-    int               detect;  /* this MD answers UCP's memory-type detection (uct_gdx_md.c says which one does) */
+    int               cuda;    /* gdx's CUDA backend found a GPU: detect CUDA memory */
 } uct_gdx_md_t;
 
 typedef struct uct_gdx_iface_config {

@@ -62,21 +62,10 @@ static ucs_memory_type_t uct_gdx_ucs_mem_type(gdx_uct_mem_type_t t)
     return UCS_MEMORY_TYPE_HOST;
 }
 
-/* The MD of this process that answers UCP's memory-type detection, if any. UCP asks every detecting MD of its
- * context in turn, on each send and receive whose buffer its memtype cache does not place: with three gdx MDs
- * detecting, a host buffer cost three lookups per message (UCP tag_lat 8 B over gdx_shm 0.67-0.81 us against
- * 0.41-0.48 without; bench/results/gpu-2026-11-26/). One detecting MD is enough. Not none where UCX has CUDA
- * support of its own: UCP 1.22 then moved CUDA 1 MiB messages off the engine's full-size zero-copy (38 -> 3.7
- * GB/s, run8 there; why is not yet known). Guarded by UCX's serialization of md_open/md_close. */
-static uct_gdx_md_t *uct_gdx_detecting_md;
-
 static void uct_gdx_md_close(uct_md_h uct_md)
 {
     uct_gdx_md_t *md = ucs_derived_of(uct_md, uct_gdx_md_t);
 
-    if (uct_gdx_detecting_md == md) {
-        uct_gdx_detecting_md = NULL;
-    }
     gdx_uct_md_close(md->bridge);
     ucs_free(md);
 }
@@ -102,8 +91,8 @@ static ucs_status_t uct_gdx_md_query(uct_md_h uct_md, uct_gdx_md_attr_t *attr)
      * our lanes. */
     UCT_GDX_MD_CAP(attr).access_mem_types = direct & UCS_BIT(UCS_MEMORY_TYPE_HOST);
     UCT_GDX_MD_CAP(attr).alloc_mem_types  = 0;
-    UCT_GDX_MD_CAP(attr).detect_mem_types = md->detect ? (UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
-                                                          UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED)) : 0;
+    UCT_GDX_MD_CAP(attr).detect_mem_types = md->cuda ? (UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                                                        UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED)) : 0;
     UCT_GDX_MD_CAP(attr).max_alloc        = 0;
     UCT_GDX_MD_CAP(attr).max_reg          = ULONG_MAX;
     attr->rkey_packed_size     = md->attr.rkey_packed_size;
@@ -262,10 +251,7 @@ ucs_status_t uct_gdx_md_open(uct_component_t *component, const char *md_name, co
     md->cuda            = gdx_uct_cuda_available(md->bridge);
     md->super.ops       = &uct_gdx_md_ops;
     md->super.component = component;
-    md->detect          = md->cuda && (uct_gdx_detecting_md == NULL);
-    if (md->detect) {
-        uct_gdx_detecting_md = md;
-        ucs_debug("%s: answers UCP's memory-type detection for gdx", comp->name);
+    if (md->cuda) {
         /* UCP consults a detecting MD only when UCX's memtype cache misses with an error: an enabled but empty
          * cache (nothing feeds it without UCX's CUDA module) answers "host" for every device pointer. */
         if (ucs_global_opts.enable_memtype_cache != UCS_NO) {
