@@ -69,7 +69,7 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_ep_t, const uct_ep_params_t *params)
         return UCS_ERR_UNSUPPORTED;
     }
     UCT_GDX_ASYNC_BLOCK(&iface->super);
-    st = gdx_uct_ep_create(iface->bridge, &self->bridge);
+    st = gdx_uct_ep_create(iface->bridge, &self->super.super, &self->bridge);
     UCT_GDX_ASYNC_UNBLOCK(&iface->super);
     if (st != GDX_OK) {
         return uct_gdx_fail(st, "ep_create", uct_gdx_iface_name(iface));
@@ -271,9 +271,17 @@ static ucs_status_t uct_gdx_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, s
 
 static ucs_status_t uct_gdx_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
 {
+    gdx_status_t st = gdx_uct_ep_flush(UCT_GDX_EP(tl_ep), comp);
+
     /* UCT_FLUSH_FLAG_CANCEL has no gdx counterpart: a full flush is done instead, which a dead peer still
-     * ends (gdx fails operations to a peer silent for GDX_PEER_TIMEOUT). */
-    return uct_gdx_op_status(UCT_GDX_EP_IFACE(tl_ep), gdx_uct_ep_flush(UCT_GDX_EP(tl_ep), comp), "ep_flush");
+     * ends (gdx fails operations to a peer silent for GDX_PEER_TIMEOUT). UCP cancels when it discards the
+     * endpoints of a failed UCP endpoint: that a broken one's flush fails is expected there, not an error. */
+    if ((flags & UCT_FLUSH_FLAG_CANCEL) && (st != GDX_OK) && (st != GDX_INPROGRESS) && (st != GDX_ERR_NO_RESOURCE)) {
+        ucs_debug("%s: ep_flush(cancel) of a failed endpoint: %s", uct_gdx_iface_name(UCT_GDX_EP_IFACE(tl_ep)),
+                  gdx_status_string(st));
+        return uct_gdx_status(st);
+    }
+    return uct_gdx_op_status(UCT_GDX_EP_IFACE(tl_ep), st, "ep_flush");
 }
 
 static ucs_status_t uct_gdx_ep_fence(uct_ep_h tl_ep, unsigned flags)
@@ -412,13 +420,55 @@ static int uct_gdx_iface_is_reachable(const uct_iface_h tl_iface, const uct_devi
 }
 UCT_GDX_DEFINE_IS_REACHABLE_V2(uct_gdx_iface_is_reachable_v2, uct_gdx_iface_is_reachable)
 
+/* The status UCT's error handler gets for an endpoint whose peer is gone: what UCX's tcp reports for the same
+ * events (ENDPOINT_TIMEOUT for a peer that stopped answering or never connected, CONNECTION_RESET for one that
+ * closed or died), else the mapped status. Never a non-error nor CANCELED, which UCT's handler rejects. */
+static ucs_status_t uct_gdx_ep_err_status(gdx_status_t st)
+{
+    ucs_status_t status;
+
+    switch (st) {
+    case GDX_ERR_TIMEOUT:          return UCS_ERR_ENDPOINT_TIMEOUT;
+    case GDX_ERR_CONNECTION_RESET: return UCS_ERR_CONNECTION_RESET;
+    default:
+        status = uct_gdx_status(st);
+        return (UCS_STATUS_IS_ERR(status) && (status != UCS_ERR_CANCELED)) ? status : UCS_ERR_ENDPOINT_TIMEOUT;
+    }
+}
+
+/* Reports each endpoint whose peer is gone to UCT's error handler, once (README.md, Gaps 16): UCP then fails what
+ * waits on that peer, also requests the transport never saw (held for wire-up, a rendezvous waiting for the
+ * peer's answer). From progress, after gdx's progress has returned, as UCX's own transports report (tcp from its
+ * progress, sm through a progress callback): the handler may purge, flush and destroy endpoints, this one too.
+ * One line at diag, the level UCX's tcp gives a peer that reset the connection (gdx's own line said why at its
+ * level when it happened). The handler's answer is not acted on, as tcp's and sm's is not: UCP answers
+ * UNSUPPORTED for an endpoint without error handling and has failed its requests by then. */
+static unsigned uct_gdx_iface_report_failures(uct_gdx_iface_t *iface)
+{
+    gdx_uct_ep_failure_t f;
+    ucs_status_t status;
+    unsigned count = 0;
+
+    while (gdx_uct_iface_take_failure(iface->bridge, &f)) {
+        status = uct_gdx_ep_err_status(f.status);
+        ucs_diag("%s: endpoint %p to peer %08x failed: %s (%s); reporting it to UCP as '%s'",
+                 uct_gdx_iface_name(iface), f.glue_ep, f.peer, gdx_status_string(f.status),
+                 f.by_staging ? "the staging engine declared the peer dead" : "its transport connection",
+                 ucs_status_string(status));
+        uct_iface_handle_ep_err(&iface->super.super, (uct_ep_h)f.glue_ep, status);
+        ++count;
+    }
+    return count;
+}
+
 static unsigned uct_gdx_iface_progress(uct_iface_h tl_iface)
 {
     uct_gdx_iface_t *iface = ucs_derived_of(tl_iface, uct_gdx_iface_t);
     unsigned count;
 
     UCT_GDX_ASYNC_BLOCK(&iface->super);
-    count = gdx_uct_iface_progress(iface->bridge);
+    count  = gdx_uct_iface_progress(iface->bridge);
+    count += uct_gdx_iface_report_failures(iface);
     UCT_GDX_ASYNC_UNBLOCK(&iface->super);
     return count;
 }

@@ -14,11 +14,20 @@
  *                       GDX_PEER_TIMEOUT), and its endpoint must close;
  *   get-kill, get-stop  the same with ucp_get_nbx of the victim's SIZE-byte registration (UCX >= 1.16: 1.13 emulates
  *                       RMA over active messages, which wait for the peer's answer for ever);
+ *   wireup-kill,        the peer dies before UCP's wire-up completed, while the survivor's ucp_get_nbx waits in UCP
+ *   wireup-stop         for it (held for wire-up, never seen by the transport): the victim creates its endpoint, which
+ *                       sends UCP's wire-up request, and stops itself without ever progressing (UCP sends its
+ *                       wire-up acknowledgement from progress, so the survivor's wire-up never completes); the
+ *                       survivor creates its endpoint (which answers that request and connects its gdx endpoints)
+ *                       and issues the get. wireup-kill then kills the victim, wireup-stop leaves it stopped. The get
+ *                       must fail (the module reports the broken gdx endpoint to UCP, which fails what waits on it),
+ *                       with no wire-up barrier (ucp_pair_wireup) before. Run with gdx_aux as the only auxiliary
+ *                       transport (test_ucp_fail.sh), whose wire-up messages UCP handles in its async thread;
  *   badkey              the victim's packed rkey with gdx's key inside corrupted: ucp_ep_rkey_unpack must refuse it;
  *                       then (-r, UCX >= 1.16, staged: GDX_FAULT_P2P_EVERY=1) a well-formed key naming a region the
  *                       victim never had: the get fails (the victim refuses to serve it);
- * Both sides flush their endpoint before anything else (ucp_pair_wireup): what dies mid-transfer is a transfer that
- * gdx carries.
+ * But for wireup-*, both sides flush their endpoint before anything else (ucp_pair_wireup): what dies mid-transfer
+ * is a transfer that gdx carries.
  * No "get after ucp_mem_unmap" scenario: from 1.16 on, ucp_mem_map of user memory goes through UCP's registration
  * cache and ucp_mem_unmap returns the region to that cache (ucp_mm.c), so the UCT registration, and with it gdx's
  * key, stays valid until UCP evicts it; that a key stops working at uct_md_mem_dereg is checked at the UCT level
@@ -28,7 +37,9 @@
 #define PROG "ucp_fail_check"
 #include "ucp_pair.h"
 
+#include <dirent.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <time.h>
 
 enum { TAG = 7 };
@@ -257,6 +268,158 @@ static int survivor_rma(const char *scenario, uint32_t pid)
     return rc;
 }
 
+/* wireup-*: the victim's half. Its registration's key goes to the survivor, then its endpoint's wire-up request (from
+ * ucp_ep_create), then it stops itself, never having progressed: its wire-up acknowledgement, which UCP sends from
+ * progress, never leaves. The survivor kills it (wireup-kill, or at its end). */
+static void __attribute__((noreturn)) victim_wireup(void)
+{
+    uint32_t pid = (uint32_t)getpid();
+    void *buf = alloc_pattern(g_size, 1);
+    char created = 'c';
+    xfer(g.fd, &pid, sizeof(pid), 1);
+    expose(buf, g_size);
+    ucp_pair_connect(&g);
+    xfer(g.fd, &created, 1, 1);
+    raise(SIGSTOP);
+    for (;;) {
+        pause(); /* continued by someone: still never progress (only SIGKILL ends it) */
+    }
+}
+
+/* Until process pid is stopped (state T in /proc/pid/stat) or gone. */
+static void wait_stopped(uint32_t pid)
+{
+    char path[64], stat[512];
+    snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        if (f == NULL) {
+            return; /* gone */
+        }
+        size_t n = fread(stat, 1, sizeof(stat) - 1, f);
+        fclose(f);
+        stat[n] = '\0';
+        const char *end = strrchr(stat, ')'); /* "pid (comm) S ...": comm may hold spaces and parentheses */
+        if (end != NULL && (end[2] == 'T' || end[2] == 't')) {
+            return;
+        }
+        usleep(1000);
+    }
+}
+
+/* This process's gdx_aux socket (bound to "@gdx-aux-<pid>-<n>" in the abstract namespace), found through /proc:
+ * /proc/net/unix names its inode, /proc/self/fd the descriptor holding that inode. */
+static int aux_socket_fd(void)
+{
+    char line[512], path[256], want[64], link[64], fdpath[300];
+    unsigned long inode = 0, found = 0;
+    struct dirent *e;
+    FILE *f = fopen("/proc/net/unix", "r");
+    DIR *d;
+    if (f == NULL) {
+        DIE(2, "/proc/net/unix: %s", strerror(errno));
+    }
+    snprintf(want, sizeof(want), "@gdx-aux-%d-", (int)getpid());
+    while (fgets(line, sizeof(line), f) != NULL) {
+        /* Num RefCount Protocol Flags Type St Inode Path */
+        if (sscanf(line, "%*s %*s %*s %*s %*s %*s %lu %255s", &inode, path) == 2 &&
+            strncmp(path, want, strlen(want)) == 0) {
+            found = inode;
+        }
+    }
+    fclose(f);
+    if (found == 0 || (d = opendir("/proc/self/fd")) == NULL) {
+        DIE(2, "no gdx_aux socket of this process (%s): the wireup-* scenarios need gdx_aux as auxiliary transport",
+            want);
+    }
+    while ((e = readdir(d)) != NULL) {
+        snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(fdpath, link, sizeof(link) - 1);
+        if (n > 0) {
+            link[n] = '\0';
+            if (sscanf(link, "socket:[%lu]", &inode) == 1 && inode == found) {
+                int fd = atoi(e->d_name);
+                closedir(d);
+                return fd;
+            }
+        }
+    }
+    closedir(d);
+    DIE(2, "the gdx_aux socket (inode %lu) is not among this process's descriptors", found);
+}
+
+/* Until the victim's wire-up request, which waits in our gdx_aux socket since the victim said it created its
+ * endpoint, has been taken in: the worker's async thread reads and handles it with the worker's async context
+ * blocked, which our ucp_ep_create blocks too, so the endpoint we create afterwards is the one that request made
+ * (UCP matches it). Created before, ours would send a request of its own, and UCP lets one of two simultaneous
+ * requests be ignored, by worker uuid: ours waits in the stopped victim's socket for ever, and nothing of ours
+ * gets connected that could break. Progress runs a handler the async thread missed (it found the context busy). */
+static void wait_request_taken(void)
+{
+    int fd = aux_socket_fd(), queued = 1;
+    for (;;) {
+        if (ioctl(fd, FIONREAD, &queued) != 0) {
+            DIE(2, "ioctl(FIONREAD) on the gdx_aux socket: %s", strerror(errno));
+        }
+        if (queued == 0) {
+            return;
+        }
+        ucp_worker_progress(g.worker);
+        usleep(1000);
+    }
+}
+
+/* wireup-*: the survivor's half (see the scenarios above). */
+static int survivor_wireup(char how, uint32_t pid)
+{
+    void *buf = malloc(g_size), *req;
+    uint8_t key[4096];
+    uint64_t addr;
+    ucp_rkey_h rkey;
+    ucp_request_param_t p = {0};
+    ucs_status_t st;
+    char created;
+    int rc = 0;
+    if (buf == NULL) {
+        DIE(2, "out of memory");
+    }
+    recv_key(&addr, key, sizeof(key));
+    xfer(g.fd, &created, 1, 0);
+    ucp_pair_phase = "waiting for the victim to stop itself";
+    wait_stopped(pid);
+    ucp_pair_phase = "waiting for the victim's wire-up request to be handled";
+    wait_request_taken();
+    /* Handling it connected our gdx endpoints to the victim's and answered it; the answer waits in its socket for
+     * ever, so does the acknowledgement that would complete our side's wire-up: the get waits in UCP. */
+    ucp_pair_connect(&g);
+    UCS(ucp_ep_rkey_unpack(g.ep, key, &rkey));
+    req = ucp_get_nbx(g.ep, buf, g_size, addr, rkey, &p);
+    if (req == NULL || UCS_PTR_IS_ERR(req)) {
+        printf("ucp_fail_check: FAIL: ucp_get_nbx before wire-up completed returned at once (%s): nothing was "
+               "tested\n", req == NULL ? "done" : ucs_status_string(UCS_PTR_STATUS(req)));
+        kill((pid_t)pid, SIGKILL);
+        return 1;
+    }
+    if (how == 'k') {
+        kill((pid_t)pid, SIGKILL); /* our answer is in its socket already: no send of ours fails (UCP's own path) */
+    }
+    ucp_pair_phase = how == 'k' ? "waiting for the get after the victim was killed before wire-up completed"
+                                : "waiting for the get while the victim stays stopped before wire-up completed";
+    st = ucp_pair_wait(&g, req);
+    kill((pid_t)pid, SIGKILL);
+    if (st == UCS_OK) {
+        printf("ucp_fail_check: FAIL: the get succeeded although the victim never completed wire-up\n");
+        rc = 1;
+    } else {
+        printf("ucp_fail_check: PASS: the get held for wire-up failed with '%s' after the victim was %s\n",
+               ucs_status_string(st), how == 'k' ? "killed" : "stopped");
+    }
+    ucp_rkey_destroy(rkey);
+    ucp_pair_close(&g, 0);
+    free(buf);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *scenario = NULL, *victim_host;
@@ -275,17 +438,25 @@ int main(int argc, char **argv)
         }
     }
     if (scenario == NULL || g_size == 0) {
-        DIE(2, "-s tag-kill|tag-stop|get-kill|get-stop|badkey is required (and -S > 0)");
+        DIE(2, "-s tag-kill|tag-stop|get-kill|get-stop|wireup-kill|wireup-stop|badkey is required (and -S > 0)");
     }
     victim_host = (optind < argc) ? argv[optind] : NULL;
     /* Line-buffered: UCX's log and our verdict reach the log file even when the alarm ends the process. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGALRM, on_alarm);
     alarm((unsigned)timeout);
+    if (strncmp(scenario, "wireup-", 7) == 0) {
+        ucp_pair_open_worker(&g, UCP_FEATURE_TAG | UCP_FEATURE_RMA, victim_host, port);
+        if (victim_host == NULL) {
+            victim_wireup();
+        }
+        xfer(g.fd, &pid, sizeof(pid), 0);
+        return survivor_wireup(scenario[7] == 'k' ? 'k' : 's', pid);
+    }
     ucp_pair_open(&g, UCP_FEATURE_TAG | UCP_FEATURE_RMA, victim_host, port);
-    /* Both endpoints wired up first: the victim must die while gdx carries the transfer, not while UCP still waits
-     * for its wire-up reply (which only UCP's own peer-failure handling could end; the survivor hung there, ~1 run
-     * in 30 under load). */
+    /* Both endpoints wired up first: these scenarios are about a death while gdx carries the transfer. One while UCP
+     * still waits for wire-up (the survivor hung there, ~1 run in 30 under load, before the module reported broken
+     * endpoints to UCP) is what wireup-* checks, deterministically. */
     ucp_pair_wireup(&g);
     if (victim_host == NULL) {
         return victim(scenario);
