@@ -374,6 +374,11 @@ extern "C" gdx_status_t gdx_uct_iface_fence(gdx_uct_iface_t *iface) {
 
 // ---- endpoint --------------------------------------------------------------------------------------------
 
+extern "C" void gdx_uct_ep_check(gdx_uct_ep_t *ep) {
+    bool by_staging;
+    if (ep_failure(ep, &by_staging) != GDX_OK) ep->iface->failure_due = true;
+}
+
 extern "C" gdx_status_t gdx_uct_ep_create(gdx_uct_iface_t *iface, void *glue_ep, gdx_uct_ep_t **out) {
     auto ep = std::unique_ptr<gdx_uct_ep>(new (std::nothrow) gdx_uct_ep);
     if (!ep) return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "ep create: out of memory");

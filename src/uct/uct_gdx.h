@@ -142,6 +142,9 @@ gdx_status_t gdx_uct_iface_fence(gdx_uct_iface_t *iface);
 
 /* ---- endpoint --------------------------------------------------------------------------------------- */
 
+/* UCT ep_check: a broken endpoint is reported by the next gdx_uct_iface_take_failure (no waiting for the 16th). */
+void gdx_uct_ep_check(gdx_uct_ep_t *ep);
+
 /* glue_ep is handed back in gdx_uct_iface_take_failure. */
 gdx_status_t gdx_uct_ep_create(gdx_uct_iface_t *iface, void *glue_ep, gdx_uct_ep_t **out);
 void gdx_uct_ep_destroy(gdx_uct_ep_t *ep);

@@ -7,8 +7,9 @@
 # peer merely starved of CPU on a loaded CI host (2 s seen, with 5 staged tests on 2 cores) is not declared dead;
 # GDX_CONN_TIMEOUT=5s: how long a connection to a peer that never answers may take to come up).
 # wireup-*: gdx_aux is the only auxiliary transport (the check needs UCP to handle wire-up messages in its async
-# thread, as it does for gdx_aux, and finds that socket), and the survivor logs at UCX's diag level, where the
-# module's report of the broken endpoint goes (the level UCX's tcp gives a peer that reset the connection).
+# thread, as it does for gdx_aux, and finds that socket). wireup-*, idle-*: the survivor logs at UCX's diag level,
+# where the module's report of the broken endpoint goes (the level UCX's tcp gives a peer that reset the
+# connection), and that line must be there. CHECK-ARGS -e: error mode PEER, whose handler the check expects called.
 #   test_ucp_fail.sh GDX_RUN MODULE UCP_FAIL_CHECK TL SCENARIO [CHECK-ARGS...]
 . "$(dirname "$0")/lib.sh"
 gdx_run="$1" module="$2" check="$3" tl="$4" scenario="$5"
@@ -17,7 +18,10 @@ require_tl "$module" "$tl"
 log="${TMPDIR:-/tmp}/uct-fail-$tl-$scenario-$$"
 aux=(); [ -n "${GDX_RUN_AUX:-}" ] && aux=(--aux "$GDX_RUN_AUX")
 survivor_env=()
-case "$scenario" in wireup-*) aux=(--aux gdx_aux); survivor_env=(UCX_LOG_LEVEL=diag) ;; esac
+case "$scenario" in
+  wireup-*|idle-*) aux=(--aux gdx_aux); survivor_env=(UCX_LOG_LEVEL=diag) ;;
+  idle-*) survivor_env=(UCX_LOG_LEVEL=diag) ;;
+esac
 run=("$gdx_run" --module "$module" --tls "$tl" "${aux[@]}" "$check" -s "$scenario" -t "$(check_alarm)" "$@")
 port=$(free_port)
 timeout "$UCT_TEST_TIMEOUT" "${run[@]}" -p "$port" >"$log.victim" 2>&1 &
@@ -37,7 +41,7 @@ show() {
 grep -h "^ucp_fail_check:" "$log.survivor"
 [ "$src" = 0 ] || { show; fail "survivor exit $src (1: wrong outcome, 3 or 124: it hung)"; }
 case "$scenario" in
-  wireup-*)
+  wireup-*|idle-*)
     [ "$vrc" = 137 ] || { show; fail "the victim was not killed (exit $vrc)"; }
     # The module reported the broken gdx endpoint to UCP (which is what failed the get it held for wire-up)
     grep -qE "UCX +DIAG +$tl: endpoint 0x[0-9a-f]+ to peer [0-9a-f]+ failed: .*; reporting it to UCP as" \

@@ -23,6 +23,8 @@
  *                       must fail (the module reports the broken gdx endpoint to UCP, which fails what waits on it),
  *                       with no wire-up barrier (ucp_pair_wireup) before. Run with gdx_aux as the only auxiliary
  *                       transport (test_ucp_fail.sh), whose wire-up messages UCP handles in its async thread;
+ *   idle-kill           (-e only) the victim is killed while nothing is outstanding: the survivor's endpoint error
+ *                       handler must be called (the transport sees the death; UCP's keepalive asks ep_check);
  *   badkey              the victim's packed rkey with gdx's key inside corrupted: ucp_ep_rkey_unpack must refuse it;
  *                       then (-r, UCX >= 1.16, staged: GDX_FAULT_P2P_EVERY=1) a well-formed key naming a region the
  *                       victim never had: the get fails (the victim refuses to serve it);
@@ -32,6 +34,8 @@
  * cache and ucp_mem_unmap returns the region to that cache (ucp_mm.c), so the UCT registration, and with it gdx's
  * key, stays valid until UCP evicts it; that a key stops working at uct_md_mem_dereg is checked at the UCT level
  * (uct_loopback_check: "get_zcopy from deregistered memory" must fail).
+ * -e: both endpoints in error mode PEER with an error handler, which must then be called for the dead peer (once);
+ * the module advertises peer-failure handling, so UCP puts such endpoints on gdx (src/uct/README.md, Gaps 16).
  * The survivor prints "ucp_fail_check: PASS: <what happened>" and exits 0 when the outcome is the expected one,
  * 1 otherwise; 2 setup error, 3 timeout (alarm: something hung). The victim of a kill/stop scenario dies by SIGKILL. */
 #define PROG "ucp_fail_check"
@@ -65,6 +69,23 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Error mode PEER (-e): UCP must call the endpoint's error handler for the dead peer (it may come after the
+ * request's own failure: the module reports broken endpoints from progress). 0 when it was called, 1 otherwise;
+ * without -e, 0. */
+static int expect_err_handler(void)
+{
+    if (!g.err_mode_peer) {
+        return 0;
+    }
+    ucp_pair_phase = "waiting for the endpoint's error handler (error mode PEER)";
+    while (g.ep_errors == 0) {
+        ucp_worker_progress(g.worker);
+    }
+    printf("ucp_fail_check: %s: the endpoint's error handler was called %d time(s), last with '%s'\n",
+           g.ep_errors == 1 ? "PASS" : "FAIL", g.ep_errors, ucs_status_string(g.ep_error));
+    return g.ep_errors != 1;
 }
 
 static void *alloc_pattern(size_t len, uint8_t seed)
@@ -162,7 +183,7 @@ static int survive(void *req, char how, uint32_t pid, const char *what)
     }
     printf("ucp_fail_check: PASS: the %s failed with '%s' after the victim was %s mid-transfer\n", what,
            ucs_status_string(st), how == 'k' ? "killed" : "stopped");
-    return 0;
+    return expect_err_handler();
 }
 
 /* The victim's address and packed rkey (the survivor's half of the RMA scenarios). */
@@ -233,6 +254,21 @@ static int survivor_keys(void *buf)
         rc |= expect_error(get_all(buf, addr, rkey), "a get through a key naming a region the victim never had");
         ucp_rkey_destroy(rkey);
     }
+    return rc;
+}
+
+/* idle-kill: the victim dies while nothing is outstanding; error mode PEER must still tell (expect_err_handler). */
+static int survivor_idle(uint32_t pid)
+{
+    uint8_t key[4096];
+    uint64_t addr;
+    char how = 'k';
+    int rc;
+    recv_key(&addr, key, sizeof(key));
+    xfer(g.fd, &how, 1, 1);
+    rc = expect_err_handler();
+    kill((pid_t)pid, SIGKILL); /* it killed itself; in case it did not */
+    ucp_pair_close(&g, 0);
     return rc;
 }
 
@@ -413,6 +449,7 @@ static int survivor_wireup(char how, uint32_t pid)
     } else {
         printf("ucp_fail_check: PASS: the get held for wire-up failed with '%s' after the victim was %s\n",
                ucs_status_string(st), how == 'k' ? "killed" : "stopped");
+        rc = expect_err_handler();
     }
     ucp_rkey_destroy(rkey);
     ucp_pair_close(&g, 0);
@@ -427,18 +464,22 @@ int main(int argc, char **argv)
     void *buf = NULL;
     uint32_t pid;
 
-    while ((opt = getopt(argc, argv, "s:S:p:t:r")) != -1) {
+    while ((opt = getopt(argc, argv, "s:S:p:t:re")) != -1) {
         switch (opt) {
         case 's': scenario = optarg; break;
         case 'S': g_size = strtoull(optarg, NULL, 0); break;
         case 'p': port = atoi(optarg); break;
         case 't': timeout = atoi(optarg); break;
         case 'r': g_rma = 1; break;
+        case 'e': g.err_mode_peer = 1; break;
         default: DIE(2, "usage: ucp_fail_check -s SCENARIO [-S size] [-p port] [-t seconds] [-r] [victim_host]");
         }
     }
     if (scenario == NULL || g_size == 0) {
-        DIE(2, "-s tag-kill|tag-stop|get-kill|get-stop|wireup-kill|wireup-stop|badkey is required (and -S > 0)");
+        DIE(2, "-s tag-kill|tag-stop|get-kill|get-stop|wireup-kill|wireup-stop|idle-kill|badkey is required (and -S > 0)");
+    }
+    if (strcmp(scenario, "idle-kill") == 0 && !g.err_mode_peer) {
+        DIE(2, "idle-kill needs -e (without an error handler nothing tells the survivor)");
     }
     victim_host = (optind < argc) ? argv[optind] : NULL;
     /* Line-buffered: UCX's log and our verdict reach the log file even when the alarm ends the process. */
@@ -476,6 +517,8 @@ int main(int argc, char **argv)
         }
         rc = survive(ucp_tag_recv_nbx(g.worker, buf, g_size, TAG, (ucp_tag_t)-1, &p),
                      scenario[4] == 'k' ? 'k' : 's', pid, "tag receive");
+    } else if (strcmp(scenario, "idle-kill") == 0) {
+        return survivor_idle(pid);
     } else {
         return survivor_rma(scenario, pid);
     }

@@ -30,7 +30,18 @@ typedef struct {
     ucp_address_t *addr;
     void          *peer_addr;
     int           fd;      /* the out-of-band connection */
+    int           err_mode_peer; /* set before ucp_pair_connect: UCP_ERR_HANDLING_MODE_PEER with an error handler */
+    int           ep_errors;     /* calls of that handler so far */
+    ucs_status_t  ep_error;      /* the status the last one reported */
 } ucp_pair_t;
+
+static void ucp_pair_on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    ucp_pair_t *p = arg;
+    (void)ep;
+    p->ep_error = status;
+    ++p->ep_errors;
+}
 
 static int oob_connect(const char *host, int port)
 {
@@ -108,6 +119,16 @@ static void ucp_pair_open_worker(ucp_pair_t *p, uint64_t features, const char *h
 static void ucp_pair_connect(ucp_pair_t *p)
 {
     ucp_ep_params_t ep_params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS, .address = p->peer_addr};
+    const char *mode = getenv("UCP_PAIR_ERR_MODE"); /* "peer": the checks that have no option for it (ucp_gpu_check) */
+    if (mode != NULL && strcmp(mode, "peer") == 0) {
+        p->err_mode_peer = 1;
+    }
+    if (p->err_mode_peer) {
+        ep_params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep_params.err_mode       = UCP_ERR_HANDLING_MODE_PEER;
+        ep_params.err_handler.cb  = ucp_pair_on_ep_error;
+        ep_params.err_handler.arg = p;
+    }
     UCS(ucp_ep_create(p->worker, &ep_params, &p->ep));
 }
 
