@@ -464,21 +464,26 @@ static ucs_status_t uct_gdx_ep_err_status(gdx_status_t st)
  * waits on that peer, also requests the transport never saw (held for wire-up, a rendezvous waiting for the
  * peer's answer). From progress, after gdx's progress has returned, as UCX's own transports report (tcp from its
  * progress, sm through a progress callback): the handler may purge, flush and destroy endpoints, this one too.
- * One line at diag, the level UCX's tcp gives a peer that reset the connection (gdx's own line said why at its
- * level when it happened). The handler's answer is not acted on, as tcp's and sm's is not: UCP answers
- * UNSUPPORTED for an endpoint without error handling and has failed its requests by then. */
+ * One line, at the level UCX's tcp gives the same event: diag for a peer that went away (reset, refused, silent,
+ * unreachable), error for anything else (gdx's own line said why when it happened). The handler's answer is not
+ * acted on, as tcp's and sm's is not: UCP answers UNSUPPORTED for an endpoint without error handling and has
+ * failed its requests by then. */
 static unsigned uct_gdx_iface_report_failures(uct_gdx_iface_t *iface)
 {
     gdx_uct_ep_failure_t f;
     ucs_status_t status;
     unsigned count = 0;
+    int gone;
 
     while (gdx_uct_iface_take_failure(iface->bridge, &f)) {
         status = uct_gdx_ep_err_status(f.status);
-        ucs_diag("%s: endpoint %p to peer %08x failed: %s (%s); reporting it to UCP as '%s'",
-                 uct_gdx_iface_name(iface), f.glue_ep, f.peer, gdx_status_string(f.status),
-                 f.by_staging ? "the staging engine declared the peer dead" : "its transport connection",
-                 ucs_status_string(status));
+        gone   = (f.status == GDX_ERR_CONNECTION_RESET) || (f.status == GDX_ERR_TIMEOUT) ||
+                 (f.status == GDX_ERR_UNREACHABLE);
+        ucs_log(gone ? UCS_LOG_LEVEL_DIAG : UCS_LOG_LEVEL_ERROR,
+                "%s: endpoint %p to peer %08x failed: %s (%s); reporting it to UCP as '%s'",
+                uct_gdx_iface_name(iface), f.glue_ep, f.peer, gdx_status_string(f.status),
+                f.by_staging ? "the staging engine declared the peer dead" : "its transport connection",
+                ucs_status_string(status));
         uct_iface_handle_ep_err(&iface->super.super, (uct_ep_h)f.glue_ep, status);
         ++count;
     }

@@ -44,9 +44,9 @@ case "$scenario" in
   wireup-*|idle-*)
     [ "$vrc" = 137 ] || { show; fail "the victim was not killed (exit $vrc)"; }
     # The module reported the broken gdx endpoint to UCP (which is what failed the get it held for wire-up)
-    grep -qE "UCX +DIAG +$tl: endpoint 0x[0-9a-f]+ to peer [0-9a-f]+ failed: .*; reporting it to UCP as" \
+    grep -qE "UCX +(DIAG|ERROR) +$tl: endpoint 0x[0-9a-f]+ to peer [0-9a-f]+ failed: .*; reporting it to UCP as" \
       "$log.survivor" || { show; fail "no report of the broken $tl endpoint to UCP in the survivor's log"; }
-    grep -hE "UCX +DIAG +$tl: endpoint" "$log.survivor" | head -1 | sed 's/^.*DIAG  /# /' ;;
+    grep -hE "UCX +(DIAG|ERROR) +$tl: endpoint" "$log.survivor" | head -1 | sed -E "s/^.*(DIAG|ERROR)  /# /" ;;
   *-kill|*-stop)
     # killed: by itself (kill) or by the survivor once it gave up (stop); 137 = 128 + SIGKILL, through timeout
     [ "$vrc" = 137 ] || { show; fail "the victim was not killed (exit $vrc)"; }
