@@ -14,15 +14,19 @@
  *                       GDX_PEER_TIMEOUT), and its endpoint must close;
  *   get-kill, get-stop  the same with ucp_get_nbx of the victim's SIZE-byte registration (UCX >= 1.16: 1.13 emulates
  *                       RMA over active messages, which wait for the peer's answer for ever);
- *   wireup-kill,        the peer dies before UCP's wire-up completed, while the survivor's ucp_get_nbx waits in UCP
- *   wireup-stop         for it (held for wire-up, never seen by the transport): the victim creates its endpoint, which
- *                       sends UCP's wire-up request, and stops itself without ever progressing (UCP sends its
- *                       wire-up acknowledgement from progress, so the survivor's wire-up never completes); the
- *                       survivor creates its endpoint (which answers that request and connects its gdx endpoints)
- *                       and issues the get. wireup-kill then kills the victim, wireup-stop leaves it stopped. The get
- *                       must fail (the module reports the broken gdx endpoint to UCP, which fails what waits on it),
- *                       with no wire-up barrier (ucp_pair_wireup) before. Run with gdx_aux as the only auxiliary
- *                       transport (test_ucp_fail.sh), whose wire-up messages UCP handles in its async thread;
+ *   wireup-kill,        the peer dies before UCP's wire-up completed, while the survivor's requests wait in UCP for it
+ *   wireup-stop         (held for wire-up, never seen by the transport): the victim creates its endpoint, which sends
+ *                       UCP's wire-up request, and stops itself without ever progressing (UCP sends its wire-up
+ *                       acknowledgement from progress, so the survivor's wire-up never completes); the survivor
+ *                       creates its endpoint (which answers that request and connects its gdx endpoints) and issues
+ *                       a SIZE-byte tag send (rendezvous), and with -g or -e a ucp_get_nbx. wireup-kill then kills
+ *                       the victim, wireup-stop leaves it stopped. Each request must fail (the module reports the
+ *                       broken gdx endpoint to UCP, which fails what waits on it), with no wire-up barrier
+ *                       (ucp_pair_wireup) before. Run with gdx_aux as the only auxiliary transport
+ *                       (test_ucp_fail.sh), whose wire-up messages UCP handles in its async thread. No get without
+ *                       -g: UCP 1.16-1.18 abort the process ("abort is not implemented for protocol get/zcopy") when
+ *                       an endpoint in error mode NONE fails under a pending get, whatever the transport; in mode
+ *                       PEER they choose protocols that can be aborted;
  *   idle-kill           (-e only) the victim is killed while nothing is outstanding: the survivor's endpoint error
  *                       handler must be called (the transport sees the death; UCP's keepalive asks ep_check);
  *   badkey              the victim's packed rkey with gdx's key inside corrupted: ucp_ep_rkey_unpack must refuse it;
@@ -51,6 +55,7 @@ enum { TAG = 7 };
 static ucp_pair_t g;
 static size_t g_size = 256u << 20;
 static int g_rma;
+static int g_wireup_get; /* -g: wireup-* also issue a get (see the scenarios above) */
 
 static void on_alarm(int sig)
 {
@@ -405,20 +410,46 @@ static void wait_request_taken(void)
     }
 }
 
+/* A request issued before wire-up completed: it must not be done at once (UCP holds it for wire-up). */
+static void *held(void *req, const char *what, uint32_t pid)
+{
+    if (req == NULL || UCS_PTR_IS_ERR(req)) {
+        printf("ucp_fail_check: FAIL: %s before wire-up completed returned at once (%s): nothing was tested\n", what,
+               req == NULL ? "done" : ucs_status_string(UCS_PTR_STATUS(req)));
+        kill((pid_t)pid, SIGKILL);
+        exit(1);
+    }
+    return req;
+}
+
+/* Waits for a request held for wire-up: 0 when it failed (as it must), 1 when it succeeded. */
+static int expect_failed(void *req, const char *what, char how)
+{
+    ucs_status_t st = ucp_pair_wait(&g, req);
+    if (st == UCS_OK) {
+        printf("ucp_fail_check: FAIL: the %s succeeded although the victim never completed wire-up\n", what);
+        return 1;
+    }
+    printf("ucp_fail_check: PASS: the %s held for wire-up failed with '%s' after the victim was %s\n", what,
+           ucs_status_string(st), how == 'k' ? "killed" : "stopped");
+    return 0;
+}
+
 /* wireup-*: the survivor's half (see the scenarios above). */
 static int survivor_wireup(char how, uint32_t pid)
 {
-    void *buf = malloc(g_size), *req;
+    void *sbuf = malloc(g_size), *gbuf = malloc(g_size), *send_req, *get_req = NULL;
+    const int with_get = g_wireup_get || g.err_mode_peer;
     uint8_t key[4096];
     uint64_t addr;
-    ucp_rkey_h rkey;
+    ucp_rkey_h rkey = NULL;
     ucp_request_param_t p = {0};
-    ucs_status_t st;
     char created;
-    int rc = 0;
-    if (buf == NULL) {
+    int rc;
+    if (sbuf == NULL || gbuf == NULL) {
         DIE(2, "out of memory");
     }
+    memset(sbuf, 0x5a, g_size);
     recv_key(&addr, key, sizeof(key));
     xfer(g.fd, &created, 1, 0);
     ucp_pair_phase = "waiting for the victim to stop itself";
@@ -426,34 +457,32 @@ static int survivor_wireup(char how, uint32_t pid)
     ucp_pair_phase = "waiting for the victim's wire-up request to be handled";
     wait_request_taken();
     /* Handling it connected our gdx endpoints to the victim's and answered it; the answer waits in its socket for
-     * ever, so does the acknowledgement that would complete our side's wire-up: the get waits in UCP. */
+     * ever, so does the acknowledgement that would complete our side's wire-up: the requests wait in UCP. */
     ucp_pair_connect(&g);
-    UCS(ucp_ep_rkey_unpack(g.ep, key, &rkey));
-    req = ucp_get_nbx(g.ep, buf, g_size, addr, rkey, &p);
-    if (req == NULL || UCS_PTR_IS_ERR(req)) {
-        printf("ucp_fail_check: FAIL: ucp_get_nbx before wire-up completed returned at once (%s): nothing was "
-               "tested\n", req == NULL ? "done" : ucs_status_string(UCS_PTR_STATUS(req)));
-        kill((pid_t)pid, SIGKILL);
-        return 1;
+    send_req = held(ucp_tag_send_nbx(g.ep, sbuf, g_size, TAG, &p), "rendezvous tag send", pid);
+    if (with_get) {
+        UCS(ucp_ep_rkey_unpack(g.ep, key, &rkey));
+        get_req = held(ucp_get_nbx(g.ep, gbuf, g_size, addr, rkey, &p), "ucp_get_nbx", pid);
     }
     if (how == 'k') {
         kill((pid_t)pid, SIGKILL); /* our answer is in its socket already: no send of ours fails (UCP's own path) */
     }
-    ucp_pair_phase = how == 'k' ? "waiting for the get after the victim was killed before wire-up completed"
-                                : "waiting for the get while the victim stays stopped before wire-up completed";
-    st = ucp_pair_wait(&g, req);
+    ucp_pair_phase = how == 'k' ? "waiting for the requests after the victim was killed before wire-up completed"
+                                : "waiting for the requests while the victim stays stopped before wire-up completed";
+    rc = expect_failed(send_req, "rendezvous tag send", how);
+    if (get_req != NULL) {
+        rc |= expect_failed(get_req, "get", how);
+    }
     kill((pid_t)pid, SIGKILL);
-    if (st == UCS_OK) {
-        printf("ucp_fail_check: FAIL: the get succeeded although the victim never completed wire-up\n");
-        rc = 1;
-    } else {
-        printf("ucp_fail_check: PASS: the get held for wire-up failed with '%s' after the victim was %s\n",
-               ucs_status_string(st), how == 'k' ? "killed" : "stopped");
+    if (rc == 0) {
         rc = expect_err_handler();
     }
-    ucp_rkey_destroy(rkey);
+    if (rkey != NULL) {
+        ucp_rkey_destroy(rkey);
+    }
     ucp_pair_close(&g, 0);
-    free(buf);
+    free(sbuf);
+    free(gbuf);
     return rc;
 }
 
@@ -464,7 +493,7 @@ int main(int argc, char **argv)
     void *buf = NULL;
     uint32_t pid;
 
-    while ((opt = getopt(argc, argv, "s:S:p:t:re")) != -1) {
+    while ((opt = getopt(argc, argv, "s:S:p:t:reg")) != -1) {
         switch (opt) {
         case 's': scenario = optarg; break;
         case 'S': g_size = strtoull(optarg, NULL, 0); break;
@@ -472,11 +501,13 @@ int main(int argc, char **argv)
         case 't': timeout = atoi(optarg); break;
         case 'r': g_rma = 1; break;
         case 'e': g.err_mode_peer = 1; break;
-        default: DIE(2, "usage: ucp_fail_check -s SCENARIO [-S size] [-p port] [-t seconds] [-r] [victim_host]");
+        case 'g': g_wireup_get = 1; break;
+        default:
+            DIE(2, "usage: ucp_fail_check -s SCENARIO [-S size] [-p port] [-t seconds] [-r] [-e] [-g] [victim_host]");
         }
     }
     if (scenario == NULL || g_size == 0) {
-        DIE(2, "-s tag-kill|tag-stop|get-kill|get-stop|wireup-kill|wireup-stop|idle-kill|badkey is required (and -S > 0)");
+        DIE(2, "-s tag-kill|tag-stop|get-kill|get-stop|wireup-kill|wireup-stop|idle-kill|badkey is required (-S > 0)");
     }
     if (strcmp(scenario, "idle-kill") == 0 && !g.err_mode_peer) {
         DIE(2, "idle-kill needs -e (without an error handler nothing tells the survivor)");
