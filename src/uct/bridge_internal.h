@@ -118,7 +118,10 @@ struct AmSlot {
 
 struct gdx_uct_ep {
     gdx_uct_iface *iface = nullptr;
+    void *glue = nullptr; // the UCT endpoint, named in failure reports (gdx_uct_iface_take_failure)
     std::unique_ptr<gdx::tp::Endpoint> ep;
+    // Failure reports: only an endpoint that was connected can break; each is reported to UCT once.
+    enum class Watch : uint8_t { Unconnected, Connected, Reported } watch = Watch::Unconnected;
     // UCP connects a process's endpoint to itself (its own address) for messages to self; a gdx endpoint pairs
     // with another endpoint, so the glue pairs it with this hidden one on the same interface, which only
     // receives.
@@ -161,6 +164,10 @@ struct gdx_uct_iface {
     size_t scratch_len = 0;
     AmSlot slots[gdx::tp::kMaxAmId];
     gdx_uct_ep *eps = nullptr;
+    // Broken endpoints are looked for every 16th progress (a scan of every endpoint costs more than an idle
+    // progress), and at once after arm found one (a process about to sleep must hear of it first).
+    unsigned failure_tick = 0;
+    bool failure_due = false;
     GdxUctComp *free_comps = nullptr;
     std::vector<std::unique_ptr<GdxUctComp[]>> comp_chunks;
 

@@ -121,14 +121,32 @@ void gdx_uct_iface_close(gdx_uct_iface_t *iface);
 void gdx_uct_iface_attr(gdx_uct_iface_t *iface, gdx_uct_iface_attr_t *attr);
 unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface);
 int gdx_uct_iface_wakeup_fd(gdx_uct_iface_t *iface);         /* -1 when the transport has none */
-gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface);      /* GDX_OK or GDX_ERR_BUSY */
+/* GDX_OK or GDX_ERR_BUSY (also while a broken endpoint waits to be reported: progress must run first). */
+gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface);
+
+/* A connected endpoint whose peer is gone (README.md, Gaps 16): its transport connection broke or never came up,
+ * or the staging engine declared the peer dead (silent for GDX_PEER_TIMEOUT, or it said BYE). */
+typedef struct {
+    void         *glue_ep;    /* what gdx_uct_ep_create was given */
+    gdx_status_t status;      /* gdx's reason */
+    uint32_t     peer;        /* hash of the peer's endpoint address, as the engine's log lines name it */
+    int          by_staging;  /* 1: the engine's verdict (the transport connection itself is up) */
+} gdx_uct_ep_failure_t;
+/* One broken endpoint not reported yet, marked reported (each is handed out once): 1, or 0 when there is none or
+ * no look is due (every 16th progress, or after arm found one). Called outside gdx's progress, one at a time: what
+ * the caller does with it may destroy endpoints (this one included), so each call looks at the list afresh. */
+int gdx_uct_iface_take_failure(gdx_uct_iface_t *iface, gdx_uct_ep_failure_t *out);
 /* Flush or fence every endpoint of the interface. comp may be NULL (then: GDX_OK or GDX_INPROGRESS, poll). */
 gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *comp);
 gdx_status_t gdx_uct_iface_fence(gdx_uct_iface_t *iface);
 
 /* ---- endpoint --------------------------------------------------------------------------------------- */
 
-gdx_status_t gdx_uct_ep_create(gdx_uct_iface_t *iface, gdx_uct_ep_t **out);
+/* UCT ep_check: a broken endpoint is reported by the next gdx_uct_iface_take_failure (no waiting for the 16th). */
+void gdx_uct_ep_check(gdx_uct_ep_t *ep);
+
+/* glue_ep is handed back in gdx_uct_iface_take_failure. */
+gdx_status_t gdx_uct_ep_create(gdx_uct_iface_t *iface, void *glue_ep, gdx_uct_ep_t **out);
 void gdx_uct_ep_destroy(gdx_uct_ep_t *ep);
 /* Writes exactly GDX_UCT_EP_ADDR_MAX bytes. */
 gdx_status_t gdx_uct_ep_get_address(gdx_uct_ep_t *ep, void *buffer);

@@ -47,9 +47,11 @@ typedef struct {
 } uct_gdx_aux_iface_t;
 
 typedef struct {
-    uct_base_ep_t      super;
-    struct sockaddr_un peer;
-    socklen_t          peer_len;
+    uct_base_ep_t        super;
+    struct sockaddr_un   peer;
+    socklen_t            peer_len;
+    pid_t                pid;       /* the peer process (this host) */
+    uct_keepalive_info_t keepalive; /* its start time, for ep_check */
 } uct_gdx_aux_ep_t;
 
 typedef struct {
@@ -167,6 +169,14 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_aux_ep_t, const uct_ep_params_t *params)
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     self->peer_len = uct_gdx_aux_sockaddr((const uct_gdx_aux_addr_t*)params->iface_addr, &self->peer);
+    /* The peer's liveness, as UCX's shared-memory transports judge it (ep_check): the process that bound the
+     * socket still runs, the same one (its start time). Unlike there, a start time that cannot be read (the peer
+     * is gone already, or lives in another pid namespace) does not fail the endpoint: ep_check then says nothing,
+     * and a send to a peer that is gone fails by itself (its socket is gone). */
+    self->pid = (pid_t)((const uct_gdx_aux_addr_t*)params->iface_addr)->pid;
+    if (uct_ep_keepalive_init(&self->keepalive, self->pid) != UCS_OK) {
+        self->keepalive.start_time = 0;
+    }
     return UCS_OK;
 }
 
@@ -195,6 +205,8 @@ static UCS_F_MAYBE_UNUSED int uct_gdx_aux_ep_is_connected(const uct_ep_h tl_ep,
 UCT_GDX_DEFINE_EP_IS_CONNECTED(uct_gdx_aux_ep_is_connected_v2, uct_gdx_aux_ep_is_connected)
 static UCS_CLASS_DEFINE_NEW_FUNC(uct_gdx_aux_ep_t, uct_ep_t, const uct_ep_params_t*);
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_gdx_aux_ep_t, uct_ep_t);
+
+static ucs_status_t uct_gdx_aux_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
 
 /* Wire-up messages are sent from the application's thread (a new endpoint's request) and from the async thread
  * (the reply to a request handled there): the shared tx buffer and the pending queue are used under the worker's
@@ -227,12 +239,19 @@ static ssize_t uct_gdx_aux_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_call
     } else if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == ENOBUFS) || (errno == EINTR))) {
         ret = UCS_ERR_NO_RESOURCE;
     } else {
-        ucs_error(UCT_GDX_AUX_NAME ": sendto %s (%zu bytes) failed: %s", ep->peer.sun_path + 1, length + 1,
-                  (n < 0) ? strerror(errno) : "short write");
+        /* A keepalive probe (UCT_SEND_FLAG_PEER_CHECK) to a peer that exited is expected to fail: diag then. */
+        ucs_log((flags & UCT_SEND_FLAG_PEER_CHECK) ? UCS_LOG_LEVEL_DIAG : UCS_LOG_LEVEL_ERROR,
+                UCT_GDX_AUX_NAME ": sendto %s (%zu bytes) failed: %s", ep->peer.sun_path + 1, length + 1,
+                (n < 0) ? strerror(errno) : "short write");
         ret = (n < 0) && ((errno == ECONNREFUSED) || (errno == ENOENT)) ? UCS_ERR_UNREACHABLE : UCS_ERR_IO_ERROR;
     }
 out:
     UCT_GDX_ASYNC_UNBLOCK(&iface->super);
+    /* UCP's keepalive over this transport (error mode PEER) sends with PEER_CHECK: the peer's death must then
+     * reach the error handler, not only this send's status (as UCX's shared-memory transports check it). */
+    if (flags & UCT_SEND_FLAG_PEER_CHECK) {
+        uct_gdx_aux_ep_check(tl_ep, 0, NULL);
+    }
     return ret;
 }
 
@@ -261,6 +280,23 @@ static void uct_gdx_aux_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callb
     UCT_GDX_ASYNC_UNBLOCK(&iface->super);
 }
 
+/* UCP's keepalive of an endpoint in error mode PEER (while its wire-up runs over this transport, or on this lane):
+ * a peer that exited is reported through the error handler from progress (UCT's keepalive helper schedules it). A
+ * stopped peer still runs, as for UCX's own shared-memory transports. */
+static ucs_status_t uct_gdx_aux_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
+{
+    uct_gdx_aux_ep_t *ep = ucs_derived_of(tl_ep, uct_gdx_aux_ep_t);
+
+    if ((flags != 0) || (comp != NULL)) {
+        ucs_error(UCT_GDX_AUX_NAME ": ep_check with flags 0x%x or a completion is not supported", flags);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (ep->keepalive.start_time != 0) {
+        uct_ep_keepalive_check(tl_ep, &ep->keepalive, ep->pid, flags, comp);
+    }
+    return UCS_OK;
+}
+
 /* ---- interface ----------------------------------------------------------------------------------------- */
 
 static ucs_status_t uct_gdx_aux_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
@@ -271,8 +307,11 @@ static ucs_status_t uct_gdx_aux_iface_query(uct_iface_h tl_iface, uct_iface_attr
     attr->iface_addr_len      = sizeof(uct_gdx_aux_addr_t);
     attr->device_addr_len     = sizeof(uint64_t);
     attr->ep_addr_len         = 0;
+    /* ERRHANDLE_PEER_FAILURE and EP_CHECK: UCP requires both of an auxiliary transport for endpoints in error mode
+     * PEER (README.md, Gaps 16): a send to a peer that exited fails (its socket is gone), ep_check reports it. */
     attr->cap.flags           = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_BCOPY |
-                                UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CB_ASYNC;
+                                UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CB_ASYNC |
+                                UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK;
     attr->cap.am.max_bcopy    = UCT_GDX_AUX_MAX_BCOPY;
     attr->cap.am.max_iov      = 1;
     attr->cap.am.opt_zcopy_align = 1;
@@ -405,7 +444,7 @@ static uct_iface_ops_t uct_gdx_aux_iface_ops = {
     .ep_pending_purge         = uct_gdx_aux_ep_pending_purge,
     .ep_flush                 = uct_base_ep_flush,  /* sendto() has handed the datagram to the kernel */
     .ep_fence                 = uct_base_ep_fence,
-    .ep_check                 = (uct_ep_check_func_t)ucs_empty_function_return_unsupported,
+    .ep_check                 = uct_gdx_aux_ep_check,
     .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_gdx_aux_ep_t),
     .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_gdx_aux_ep_t),
     .iface_flush              = uct_base_iface_flush,

@@ -1,5 +1,6 @@
 /* The UCT components of libuct_gdx, one per gdx transport, built at load time from gdx's transport table
- * (gdx::tp::components()), and the UCS configuration tables that make GDX_* settings reachable as UCX_GDX_*. */
+ * (gdx::tp::components()), and the UCS configuration tables that make GDX_* settings reachable as UCX_GDX_*; the
+ * gdx -> UCS status mapping, and with it the report of endpoints whose peer is gone. */
 #include "uct_gdx_glue.h"
 
 #include <ucs/debug/log.h>
@@ -44,6 +45,56 @@ ucs_status_t uct_gdx_fail(gdx_status_t st, const char *what, const char *name)
     ucs_error("%s: %s failed: %s (%s)", name, what, gdx_status_string(st), gdx_uct_last_error());
     return uct_gdx_status(st);
 }
+
+/* ---- endpoints whose peer is gone (README.md, "A peer that dies") -------------------------------------- */
+
+/* The status UCT's error handler gets for an endpoint whose peer is gone: what UCX's tcp reports for the same
+ * events (ENDPOINT_TIMEOUT for a peer that stopped answering or never connected, CONNECTION_RESET for one that
+ * closed or died), else the mapped status. Never a non-error nor CANCELED, which UCT's handler rejects. */
+static ucs_status_t uct_gdx_ep_err_status(gdx_status_t st)
+{
+    ucs_status_t status;
+
+    switch (st) {
+    case GDX_ERR_TIMEOUT:          return UCS_ERR_ENDPOINT_TIMEOUT;
+    case GDX_ERR_CONNECTION_RESET: return UCS_ERR_CONNECTION_RESET;
+    default:
+        status = uct_gdx_status(st);
+        return (UCS_STATUS_IS_ERR(status) && (status != UCS_ERR_CANCELED)) ? status : UCS_ERR_ENDPOINT_TIMEOUT;
+    }
+}
+
+/* Reports each endpoint whose peer is gone to UCT's error handler, once (README.md, Gaps 16): UCP then fails what
+ * waits on that peer, also requests the transport never saw (held for wire-up, a rendezvous waiting for the
+ * peer's answer). From progress, after gdx's progress has returned, as UCX's own transports report (tcp from its
+ * progress, sm through a progress callback): the handler may purge, flush and destroy endpoints, this one too.
+ * One line, at the level UCX's tcp gives the same event: diag for a peer that went away (reset, refused, silent,
+ * unreachable), error for anything else (gdx's own line said why when it happened). The handler's answer is not
+ * acted on, as tcp's and sm's is not: UCP answers UNSUPPORTED for an endpoint without error handling and has
+ * failed its requests by then. */
+unsigned uct_gdx_iface_report_failures(uct_gdx_iface_t *iface)
+{
+    gdx_uct_ep_failure_t f;
+    ucs_status_t status;
+    unsigned count = 0;
+    int gone;
+
+    while (gdx_uct_iface_take_failure(iface->bridge, &f)) {
+        status = uct_gdx_ep_err_status(f.status);
+        gone   = (f.status == GDX_ERR_CONNECTION_RESET) || (f.status == GDX_ERR_TIMEOUT) ||
+                 (f.status == GDX_ERR_UNREACHABLE);
+        ucs_log(gone ? UCS_LOG_LEVEL_DIAG : UCS_LOG_LEVEL_ERROR,
+                "%s: endpoint %p to peer %08x failed: %s (%s); reporting it to UCP as '%s'",
+                iface->super.md->component->name, f.glue_ep, f.peer, gdx_status_string(f.status),
+                f.by_staging ? "the staging engine declared the peer dead" : "its transport connection",
+                ucs_status_string(status));
+        uct_iface_handle_ep_err(&iface->super.super, (uct_ep_h)f.glue_ep, status);
+        ++count;
+    }
+    return count;
+}
+
+/* ---- components ------------------------------------------------------------------------------------------- */
 
 static ucs_status_t uct_gdx_query_md_resources(uct_component_t *component, uct_md_resource_desc_t **resources_p,
                                                unsigned *num_resources_p)

@@ -69,7 +69,7 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_ep_t, const uct_ep_params_t *params)
         return UCS_ERR_UNSUPPORTED;
     }
     UCT_GDX_ASYNC_BLOCK(&iface->super);
-    st = gdx_uct_ep_create(iface->bridge, &self->bridge);
+    st = gdx_uct_ep_create(iface->bridge, &self->super.super, &self->bridge);
     UCT_GDX_ASYNC_UNBLOCK(&iface->super);
     if (st != GDX_OK) {
         return uct_gdx_fail(st, "ep_create", uct_gdx_iface_name(iface));
@@ -138,6 +138,24 @@ static UCS_F_MAYBE_UNUSED int uct_gdx_ep_is_connected(const uct_ep_h tl_ep, cons
 }
 UCT_GDX_DEFINE_EP_IS_CONNECTED(uct_gdx_ep_is_connected_v2, uct_gdx_ep_is_connected)
 
+/* UCP's keepalive of an endpoint in error mode PEER: a broken endpoint is reported through the error handler from
+ * progress, as every other (this only brings the look forward); a live one has nothing to say. Whether the peer
+ * lives is what the transport sees (a closed connection, a dead process's hang-up, GDX_PEER_TIMEOUT while
+ * operations wait) and what the staging engine's silence clock sees. */
+static ucs_status_t uct_gdx_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
+{
+    uct_gdx_iface_t *iface = UCT_GDX_EP_IFACE(tl_ep);
+
+    if ((flags != 0) || (comp != NULL)) {
+        ucs_error("%s: ep_check with flags 0x%x or a completion is not supported", uct_gdx_iface_name(iface), flags);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    UCT_GDX_ASYNC_BLOCK(&iface->super);
+    gdx_uct_ep_check(UCT_GDX_EP(tl_ep));
+    UCT_GDX_ASYNC_UNBLOCK(&iface->super);
+    return UCS_OK;
+}
+
 /* Header and payload go to the bridge as two pieces, which a transport that writes in place (shm) copies straight
  * into the peer's ring: no staging buffer, as UCX's own transports (the receiver sees them contiguous). */
 static ucs_status_t uct_gdx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header, const void *payload,
@@ -198,6 +216,9 @@ static ssize_t uct_gdx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback
      * into UCX's own FIFO elements; elsewhere into the bridge's buffer, from which the transport copies. */
     status = uct_gdx_op_status(iface, gdx_uct_ep_am_bcopy_pack(UCT_GDX_EP(tl_ep), id, pack_cb, arg, &length),
                                "am_bcopy");
+    if (ucs_unlikely(flags & UCT_SEND_FLAG_PEER_CHECK)) {
+        uct_gdx_ep_check(tl_ep, 0, NULL); /* a keepalive probe: a broken endpoint is reported from progress */
+    }
     return (status == UCS_OK) ? (ssize_t)length : (ssize_t)status;
 }
 
@@ -271,9 +292,17 @@ static ucs_status_t uct_gdx_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, s
 
 static ucs_status_t uct_gdx_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
 {
+    gdx_status_t st = gdx_uct_ep_flush(UCT_GDX_EP(tl_ep), comp);
+
     /* UCT_FLUSH_FLAG_CANCEL has no gdx counterpart: a full flush is done instead, which a dead peer still
-     * ends (gdx fails operations to a peer silent for GDX_PEER_TIMEOUT). */
-    return uct_gdx_op_status(UCT_GDX_EP_IFACE(tl_ep), gdx_uct_ep_flush(UCT_GDX_EP(tl_ep), comp), "ep_flush");
+     * ends (gdx fails operations to a peer silent for GDX_PEER_TIMEOUT). UCP cancels when it discards the
+     * endpoints of a failed UCP endpoint: that a broken one's flush fails is expected there, not an error. */
+    if ((flags & UCT_FLUSH_FLAG_CANCEL) && (st != GDX_OK) && (st != GDX_INPROGRESS) && (st != GDX_ERR_NO_RESOURCE)) {
+        ucs_debug("%s: ep_flush(cancel) of a failed endpoint: %s", uct_gdx_iface_name(UCT_GDX_EP_IFACE(tl_ep)),
+                  gdx_status_string(st));
+        return uct_gdx_status(st);
+    }
+    return uct_gdx_op_status(UCT_GDX_EP_IFACE(tl_ep), st, "ep_flush");
 }
 
 static ucs_status_t uct_gdx_ep_fence(uct_ep_h tl_ep, unsigned flags)
@@ -349,7 +378,10 @@ static ucs_status_t uct_gdx_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
     attr->device_addr_len = sizeof(iface->system_id);
     attr->ep_addr_len     = GDX_UCT_EP_ADDR_MAX;
     attr->max_conn_priv   = 0;
+    /* ERRHANDLE_PEER_FAILURE: a broken endpoint is reported (uct_gdx_iface_report_failures) and its operations
+     * fail; EP_CHECK: what UCP's keepalive needs of a connect-to-ep lane (README.md, Gaps 16). */
     attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_EP | UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
+                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK |
                             (a->am_short ? UCT_IFACE_FLAG_AM_SHORT : 0) |
                             (a->am_bcopy ? UCT_IFACE_FLAG_AM_BCOPY : 0) |
                             (a->am_zcopy ? UCT_IFACE_FLAG_AM_ZCOPY : 0) |
@@ -418,7 +450,8 @@ static unsigned uct_gdx_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     UCT_GDX_ASYNC_BLOCK(&iface->super);
-    count = gdx_uct_iface_progress(iface->bridge);
+    count  = gdx_uct_iface_progress(iface->bridge);
+    count += uct_gdx_iface_report_failures(iface);
     UCT_GDX_ASYNC_UNBLOCK(&iface->super);
     return count;
 }
@@ -543,7 +576,7 @@ static uct_iface_ops_t uct_gdx_iface_ops = {
     .ep_pending_purge         = uct_gdx_ep_pending_purge,
     .ep_flush                 = uct_gdx_ep_flush,
     .ep_fence                 = uct_gdx_ep_fence,
-    .ep_check                 = (uct_ep_check_func_t)ucs_empty_function_return_unsupported,
+    .ep_check                 = uct_gdx_ep_check,
     .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_gdx_ep_t),
     .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_gdx_ep_t),
     .ep_get_address           = uct_gdx_ep_get_address,

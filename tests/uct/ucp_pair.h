@@ -30,7 +30,18 @@ typedef struct {
     ucp_address_t *addr;
     void          *peer_addr;
     int           fd;      /* the out-of-band connection */
+    int           err_mode_peer; /* set before ucp_pair_connect: UCP_ERR_HANDLING_MODE_PEER with an error handler */
+    int           ep_errors;     /* calls of that handler so far */
+    ucs_status_t  ep_error;      /* the status the last one reported */
 } ucp_pair_t;
+
+static void ucp_pair_on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    ucp_pair_t *p = arg;
+    (void)ep;
+    p->ep_error = status;
+    ++p->ep_errors;
+}
 
 static int oob_connect(const char *host, int port)
 {
@@ -78,8 +89,9 @@ static void xfer(int fd, void *buf, size_t len, int out)
     }
 }
 
-/* Context (features), worker, and an endpoint to the peer (host NULL: this side listens on port). */
-static void ucp_pair_open(ucp_pair_t *p, uint64_t features, const char *host, int port)
+/* Context (features), worker, and the peer's worker address (host NULL: this side listens on port); no endpoint
+ * yet (ucp_pair_connect). */
+static void ucp_pair_open_worker(ucp_pair_t *p, uint64_t features, const char *host, int port)
 {
     ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = features};
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
@@ -99,8 +111,32 @@ static void ucp_pair_open(ucp_pair_t *p, uint64_t features, const char *host, in
         DIE(2, "out of memory");
     }
     xfer(p->fd, p->peer_addr, (size_t)len64, 0);
+    p->ep = NULL;
+}
+
+/* The endpoint to the peer's worker. UCP sends its wire-up request from here; the rest of the wire-up runs in the
+ * workers' progress (and their async threads, for an asynchronous auxiliary transport such as gdx_aux). */
+static void ucp_pair_connect(ucp_pair_t *p)
+{
     ucp_ep_params_t ep_params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS, .address = p->peer_addr};
+    const char *mode = getenv("UCP_PAIR_ERR_MODE"); /* "peer": the checks that have no option for it (ucp_gpu_check) */
+    if (mode != NULL && strcmp(mode, "peer") == 0) {
+        p->err_mode_peer = 1;
+    }
+    if (p->err_mode_peer) {
+        ep_params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep_params.err_mode       = UCP_ERR_HANDLING_MODE_PEER;
+        ep_params.err_handler.cb  = ucp_pair_on_ep_error;
+        ep_params.err_handler.arg = p;
+    }
     UCS(ucp_ep_create(p->worker, &ep_params, &p->ep));
+}
+
+/* Context, worker, and an endpoint to the peer (host NULL: this side listens on port). */
+static void ucp_pair_open(ucp_pair_t *p, uint64_t features, const char *host, int port)
+{
+    ucp_pair_open_worker(p, features, host, port);
+    ucp_pair_connect(p);
 }
 
 /* Waits for a request (NULL: done at once), progressing the worker; its status. */
@@ -133,9 +169,10 @@ static inline void ucp_pair_progress_until_told(ucp_pair_t *p)
 }
 
 /* Waits until the endpoint is wired up on both sides: a request issued before that waits in UCP for the peer's
- * wire-up messages and never reaches the transport, so a peer that dies meanwhile is not something the transport
- * can fail (gdx does not report dead endpoints to UCP: src/uct/README.md, Gaps). A flush completes once this side's
- * lanes are up; the peer may still need this side's progress for its own (UCP 1.13 over gdx_shm hung there when
+ * wire-up messages and never reaches the transport (a peer that dies meanwhile fails it only through the module's
+ * report of the broken endpoint: src/uct/README.md, Gaps 16, and ucp_fail_check's wireup-* scenarios), so checks
+ * about what a transport does with a death mid-transfer wire up first. A flush completes once this side's lanes are
+ * up; the peer may still need this side's progress for its own (UCP 1.13 over gdx_shm hung there when
  * one side stopped progressing after its flush), so each side then progresses until the other says it is done. */
 static inline void ucp_pair_wireup(ucp_pair_t *p)
 {
@@ -160,7 +197,9 @@ static void ucp_pair_close(ucp_pair_t *p, int sync)
         xfer(p->fd, &byte, 1, 1);
         xfer(p->fd, &byte, 1, 0);
     }
-    ucp_pair_wait(p, ucp_ep_close_nbx(p->ep, &cp));
+    if (p->ep != NULL) {
+        ucp_pair_wait(p, ucp_ep_close_nbx(p->ep, &cp));
+    }
     close(p->fd);
     free(p->peer_addr);
     ucp_worker_release_address(p->worker, p->addr);
