@@ -141,21 +141,6 @@ gdx_status_t am_zcopy_from_device(gdx_uct_ep *ep, uint8_t id, const void *header
     return accepted(ep, st);
 }
 
-// Why the peer behind `ep` is gone, or GDX_OK (README.md, Gaps 16). A connection still being set up is not a
-// failure: the transport bounds that by GDX_CONN_TIMEOUT and then answers the timeout. The staging engine's verdict
-// counts too: a peer it declared dead (silent for GDX_PEER_TIMEOUT while staged work waited on it, or it said BYE
-// because its endpoint went) may still hold a transport connection that looks up.
-gdx_status_t ep_failure(const gdx_uct_ep *ep, bool *by_staging) {
-    *by_staging = false;
-    if (ep->watch != gdx_uct_ep::Watch::Connected) return GDX_OK;
-    gdx_status_t st = ep->ep->state();
-    if (st != GDX_OK && st != GDX_INPROGRESS) return st;
-    if (ep->iface->ue == nullptr) return GDX_OK;
-    st = ep->iface->ue->engine().peer_state(*ep->ep);
-    *by_staging = st != GDX_OK;
-    return st;
-}
-
 } // namespace
 
 GdxUctComp *gdx_uct_iface::get_comp(void *uct_comp) {
@@ -301,26 +286,12 @@ extern "C" gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface) {
     // before the process sleeps (UCP's wait would otherwise outlast the request that waits on that peer).
     for (const gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
         bool by_staging;
-        if (ep_failure(ep, &by_staging) != GDX_OK) {
+        if (gdx_uct_ep_failure(ep, &by_staging) != GDX_OK) {
             iface->failure_due = true;
             return GDX_ERR_BUSY;
         }
     }
     return iface->itf->arm_wakeup();
-}
-
-extern "C" int gdx_uct_iface_take_failure(gdx_uct_iface_t *iface, gdx_uct_ep_failure_t *out) {
-    if (!iface->failure_due) return 0;
-    for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
-        bool by_staging;
-        const gdx_status_t st = ep_failure(ep, &by_staging);
-        if (st == GDX_OK) continue;
-        ep->watch = gdx_uct_ep::Watch::Reported;
-        *out = gdx_uct_ep_failure_t{ep->glue, st, ep->peer_tag, by_staging ? 1 : 0};
-        return 1; // still due: the caller asks again, and the next look starts from the (maybe changed) list head
-    }
-    iface->failure_due = false;
-    return 0;
 }
 
 extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_comp) {
@@ -373,11 +344,6 @@ extern "C" gdx_status_t gdx_uct_iface_fence(gdx_uct_iface_t *iface) {
 }
 
 // ---- endpoint --------------------------------------------------------------------------------------------
-
-extern "C" void gdx_uct_ep_check(gdx_uct_ep_t *ep) {
-    bool by_staging;
-    if (ep_failure(ep, &by_staging) != GDX_OK) ep->iface->failure_due = true;
-}
 
 extern "C" gdx_status_t gdx_uct_ep_create(gdx_uct_iface_t *iface, void *glue_ep, gdx_uct_ep_t **out) {
     auto ep = std::unique_ptr<gdx_uct_ep>(new (std::nothrow) gdx_uct_ep);

@@ -180,3 +180,5 @@ struct gdx_uct_iface {
 // parking a UCT pending request on gdx's queue (GDX_OK; GDX_ERR_BUSY: resources are free now, nothing queued).
 gdx_status_t gdx_uct_ep_transport_flush(gdx_uct_ep *ep, void *uct_comp);
 gdx_status_t gdx_uct_ep_transport_pending_add(gdx_uct_ep *ep, void *uct_req);
+// Why the peer behind `ep` is gone, or GDX_OK (bridge_failure.cpp); *by_staging: the staging engine's verdict.
+gdx_status_t gdx_uct_ep_failure(const gdx_uct_ep *ep, bool *by_staging);
