@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <time.h>
 
 namespace gdx::mem::cudarow {
 
@@ -152,13 +151,6 @@ namespace {
 
 // One batch of stream memory operations carries fewer than 256 (cuStreamBatchMemOp); one is the completion word.
 constexpr size_t kMaxWriteOps = 254;
-constexpr int64_t kSmallStreamCheckNs = 1'000'000;
-
-int64_t mono_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 // The lane's stream and completion word (caller holds ds->small_mu and a DeviceScope). Without stream memory
 // operations or pinned mapped memory the lane stays off and copy_pinned uses the driver's synchronous copies.
@@ -205,10 +197,10 @@ gdx_status_t wait_small_lane(const cuda::DriverApi *api, DeviceState *ds, uint32
 #endif
             continue;
         }
-        const int64_t now = mono_ns();
-        if (next_check == 0) next_check = now + kSmallStreamCheckNs;
+        const int64_t now = now_ns();
+        if (next_check == 0) next_check = now + kStreamCheckNs;
         if (now < next_check) continue;
-        next_check = now + kSmallStreamCheckNs;
+        next_check = now + kStreamCheckNs;
         CUresult r = api->cuStreamQuery(ds->small_stream);
         if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
             return driver_error(r, log::Level::Error, "small copy (cuStreamQuery of the small-copy stream)");
@@ -275,21 +267,19 @@ gdx_status_t copy_pinned(void *dst, const void *src, size_t len, int device, Cop
                            api->cuStreamBatchMemOp != nullptr && (ds->memops_refused & type_bit) == 0 &&
                            len <= std::min(small_write_max(), 4 * kMaxWriteOps) && len % 4 == 0 &&
                            reinterpret_cast<uintptr_t>(dst) % 4 == 0;
-    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
     const char *call = "cuStreamBatchMemOp (small write)";
-    bool settled = false; // written, or failed for a reason a copy would not avoid
+    bool copy = !by_memops;
     if (by_memops) {
         r = write_by_memops(api, ds, dst, src, len, seq);
-        settled = r == CUDA_SUCCESS;
         if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_SUPPORTED) {
             ds->memops_refused |= type_bit; // refused at submission: nothing was queued; remembered per type
             GDX_INFO(kComp, "GPU %d: stream memory operations refused on %s memory (%s, at %p): small writes into it "
                      "are copies from now on", dev, type_name(gpu_side), cuda::error_text(r).c_str(), dst);
-        } else if (r != CUDA_SUCCESS) {
-            settled = true; // reported below, not retried as a copy
+            copy = true; // any other failure is reported below, not retried as a copy
         }
     }
-    if (!settled) {
+    if (copy) {
         call = "cuMemcpyAsync (small copy)";
         r = api->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), len,
                                ds->small_stream);

@@ -16,6 +16,7 @@
 #include "memtype/cuda_driver.h"
 
 #include <mutex>
+#include <time.h>
 #include <vector>
 #endif
 
@@ -58,6 +59,16 @@ size_t small_write_max();
 #if GDX_HAVE_CUDA_H
 
 inline constexpr int kStreamsPerDevice = 4;
+
+// A copy whose stream failed never writes its completion word: waiters on a word (copy queues in flag mode, the
+// small-copy lane) ask the stream this often instead, so the driver's error ends the wait.
+inline constexpr int64_t kStreamCheckNs = 1'000'000;
+
+inline int64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 inline bool contains(uintptr_t base, size_t size, uintptr_t p) { return size != 0 && p >= base && p - base < size; }
 

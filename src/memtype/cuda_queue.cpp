@@ -14,20 +14,12 @@
 #include <cstring>
 #include <deque>
 #include <optional>
-#include <time.h>
 
 namespace gdx::mem::cudarow {
 
 namespace {
 
 constexpr size_t kFlagStride = 64; // one cache line per stream's flag
-constexpr int64_t kStreamCheckNs = 1'000'000;
-
-int64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 class CudaCopyQueue final : public CopyQueue {
   public:
