@@ -13,6 +13,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <mutex>
+#include <unistd.h>
 #include <vector>
 #endif
 
@@ -156,9 +157,10 @@ bool covered(const cuda::DriverApi &api, const std::vector<Target> &ts, std::str
     return true;
 }
 
-// A free through the driver's own entry points (the ones cuGetProcAddress handed to gdx) reaches the hooks. On the
-// device of the thread's current context if it has one (an application bound to GPU 3 gets no context on GPU 0
-// for this), else on GPU 0.
+// A free through the driver's own entry points (the ones cuGetProcAddress handed to gdx) reaches the hooks: one
+// cuMemFree(0), a no-op for the driver, runs the patched entry, the jump island, the hook and the trampoline with
+// the relocated prologue, and allocates nothing. On the device of the thread's current context if it has one (an
+// application bound to GPU 3 gets no context on GPU 0 for this), else on GPU 0.
 bool self_test(const cuda::DriverApi &api, std::string *why) {
     int device = 0;
     CUcontext current = nullptr;
@@ -170,22 +172,46 @@ bool self_test(const cuda::DriverApi &api, std::string *why) {
         *why = "self-test: no context on GPU " + std::to_string(device) + ": " + cuda::error_text(scope.status());
         return false;
     }
-    CUdeviceptr p = 0;
-    CUresult r = api.cuMemAlloc(&p, 4096);
-    if (r != CUDA_SUCCESS) {
-        *why = "self-test: cuMemAlloc(4096) failed: " + cuda::error_text(r);
-        return false;
-    }
     uint64_t before = g_calls.load(std::memory_order_relaxed);
-    r = api.cuMemFree(p);
-    if (r != CUDA_SUCCESS) {
-        *why = "self-test: cuMemFree failed: " + cuda::error_text(r);
-        return false;
-    }
+    CUresult r = api.cuMemFree(0);
     if (g_calls.load(std::memory_order_relaxed) == before) {
-        *why = "self-test: a cuMemFree through the driver's entry point did not reach the hook";
+        *why = "self-test: cuMemFree(0) through the driver's entry point did not reach the hook (it returned " +
+               cuda::error_text(r) + ")";
         return false;
     }
+    return true;
+}
+
+// UCX built with CUDA has libucm_cuda patch these same entry points (cuMemFree_v2, ...) for UCX's own memory-type
+// cache and registration caches, later than gdx's memory domains open (at UCP's first buffer lookup). Two patches of
+// one entry point do not stack: libucm's relocator cannot move the jump the first one wrote, so the second fails; if
+// gdx's came first, UCX's memory-type cache fails to start and UCP asks every detecting memory domain about every
+// buffer it sends (+0.15 us per small message on the H200 host, bench/results/gpu-2026-11-26b/). So where UCX will
+// hook the driver itself, gdx leaves it to UCX and validates its cache hits instead.
+bool ucx_patches_cuda(std::string *why) {
+    for (const char *name : {"libucm_cuda.so.0", "libucm_cuda.so"}) {
+        void *h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+        if (h == nullptr) continue;
+        dlclose(h); // RTLD_NOLOAD took a reference: give it back
+        *why = std::string("UCX's ") + name + " (loaded) hooks the CUDA driver itself for UCX's memory-type cache; "
+               "gdx's patch would make UCX's fail";
+        return true;
+    }
+    // Not loaded yet: libucm loads its modules when the first event handler is set, maybe after this. It looks for
+    // them in ucx/ beside itself (UCX's module directory).
+    void *ucm = dlopen("libucm.so.0", RTLD_LAZY | RTLD_NOLOAD);
+    if (ucm == nullptr) return false;
+    void *sym = dlsym(ucm, "ucm_set_event_handler");
+    Dl_info info{};
+    const bool named = sym != nullptr && dladdr(sym, &info) != 0 && info.dli_fname != nullptr;
+    dlclose(ucm);
+    if (!named) return false;
+    std::string dir = info.dli_fname;
+    dir.resize(dir.find_last_of('/') + 1); // "" when the path has no '/'
+    const std::string module = dir + "ucx/libucm_cuda.so.0";
+    if (access(module.c_str(), R_OK) != 0) return false;
+    *why = "UCX's " + module + " will hook the CUDA driver itself for UCX's memory-type cache; gdx's patch would "
+           "make UCX's fail";
     return true;
 }
 
@@ -196,6 +222,7 @@ FreeHookState install() {
         s.why = cuda::why_unavailable();
         return s;
     }
+    if (ucx_patches_cuda(&s.why)) return s;
     // RTLD_NODELETE: the patched code jumps into trampolines libucm allocated; it must never be unloaded.
     // RTLD_LAZY: libucm leaves two functions to libucs (ucs_load_modules, ucs_sys_is_dynamic_lib: module loading
     // and mmap hooks), which the bistro code never calls. Binding them lazily lets a process without UCX load
