@@ -151,7 +151,7 @@ Engine::~Engine() {
     pools_->drop_pools();
 }
 
-gdx_status_t Engine::mem_reg(void *addr, size_t len, unsigned access, Region **out) {
+gdx_status_t Engine::mem_reg(void *addr, size_t len, unsigned access, Region **out, size_t gpu_tail_slack) {
     if (addr == nullptr || len == 0 || out == nullptr)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "mem_reg(%p, %zu): null address, zero length or null output",
                         addr, len);
@@ -160,14 +160,23 @@ gdx_status_t Engine::mem_reg(void *addr, size_t len, unsigned access, Region **o
     std::vector<mem::MemSegment> segs;
     if (gdx_status_t st = detector_.detect(addr, len, &segs); st != GDX_OK)
         return GDX_FAIL(st, kComp, "mem_reg(%p, %zu): memory detection failed", addr, len);
+    if (segs.size() >= 2 && segs.back().info.kind == mem::MemKind::Host &&
+        segs[segs.size() - 2].info.kind != mem::MemKind::Host && segs.back().length <= gpu_tail_slack) {
+        GDX_LOG_ONCE(log::Level::Debug, kComp, "reg-gpu-tail",
+                     "mem_reg(%p, %zu): the last %zu bytes lie past the end of a GPU allocation (a caller's rounding); "
+                     "registering the allocation's part only", addr, len, static_cast<size_t>(segs.back().length));
+        len -= segs.back().length;
+        segs.pop_back();
+    }
     const mem::MemInfo &info = segs.front().info;
     for (const mem::MemSegment &s : segs)
         if (s.info.kind != info.kind || s.info.device != info.device)
             return GDX_FAIL(GDX_ERR_UNSUPPORTED, kComp,
-                            "mem_reg(%p, %zu): the range spans %s memory of device %d and %s memory of device %d; "
-                            "register each allocation separately",
-                            addr, len, mem::kind_name(info.kind), info.device, mem::kind_name(s.info.kind),
-                            s.info.device);
+                            "mem_reg(%p, %zu): the range spans %s memory of device %d (%s) and, from %#zx, %s memory "
+                            "of device %d (%s); register each allocation separately",
+                            addr, len, mem::kind_name(info.kind), info.device, mem::describe(info).c_str(),
+                            static_cast<size_t>(s.addr), mem::kind_name(s.info.kind), s.info.device,
+                            mem::describe(s.info).c_str());
     std::unique_ptr<tp::MemHandle> memh;
     if (gdx_status_t st = iface_.md().mem_reg(addr, len, info, access, &memh); st == GDX_ERR_INVALID_ADDR)
         return st; // the access probe's message names the cause (transport/reg_check.h): keep it

@@ -112,7 +112,9 @@ class Engine {
     // Detects what [addr, addr+len) is (one memory kind and device) and registers it with the transport's memory
     // domain (per-chunk outcomes: which ranges are direct, and why not). GDX_ERR_UNREACHABLE when part of it is not
     // reachable and the transport cannot stage either. The region belongs to the engine until mem_dereg.
-    gdx_status_t mem_reg(void *addr, size_t len, unsigned access, Region **out);
+    // `gpu_tail_slack`: a caller that rounds GPU allocations up (UCX's memory-type cache, to 16 bytes) may pass up
+    // to this many bytes past the end of one; they are left out of the region instead of refusing the range.
+    gdx_status_t mem_reg(void *addr, size_t len, unsigned access, Region **out, size_t gpu_tail_slack = 0);
     // GDX_ERR_BUSY while a request or a peer's staged transfer uses the region.
     gdx_status_t mem_dereg(Region *region);
 

@@ -74,8 +74,9 @@ UctEngine::~UctEngine() {
 
 // ---- registration and keys -----------------------------------------------------------------------------------
 
-gdx_status_t UctEngine::mem_reg(void *addr, size_t len, unsigned access, fb::Region **out) {
-    gdx_status_t st = eng_->mem_reg(addr, len, access, out);
+gdx_status_t UctEngine::mem_reg(void *addr, size_t len, unsigned access, fb::Region **out,
+                                size_t gpu_tail_slack) {
+    gdx_status_t st = eng_->mem_reg(addr, len, access, out, gpu_tail_slack);
     if (st != GDX_OK) return st;
     for (const tp::ChunkReg &c : (*out)->memh().chunks()) {
         if (c.reach == tp::Reach::None)

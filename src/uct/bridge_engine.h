@@ -77,7 +77,7 @@ class UctEngine {
     fb::Engine &engine() { return *eng_; }
     const std::string &tl() const { return tl_; }
 
-    gdx_status_t mem_reg(void *addr, size_t len, unsigned access, fb::Region **out);
+    gdx_status_t mem_reg(void *addr, size_t len, unsigned access, fb::Region **out, size_t gpu_tail_slack);
     void mem_dereg(fb::Region *region);
     size_t key_size() const { return key_size_; }
     gdx_status_t pack_key(const fb::Region &region, std::span<uint8_t> out);

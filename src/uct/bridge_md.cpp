@@ -219,12 +219,12 @@ extern "C" gdx_status_t gdx_uct_md_devices(gdx_uct_md_t *md, gdx_uct_device_t **
 }
 
 extern "C" gdx_status_t gdx_uct_mem_reg(gdx_uct_md_t *md, void *addr, size_t len, unsigned access,
-                                        gdx_uct_memh_t **out) {
+                                        size_t gpu_tail_slack, gdx_uct_memh_t **out) {
     auto memh = std::unique_ptr<gdx_uct_memh>(new (std::nothrow) gdx_uct_memh);
     if (!memh) return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "mem_reg %p+%zu: out of memory", addr, len);
     memh->md = md;
     if (md->ue) {
-        gdx_status_t st = md->ue->mem_reg(addr, len, access, &memh->region);
+        gdx_status_t st = md->ue->mem_reg(addr, len, access, &memh->region, gpu_tail_slack);
         if (st != GDX_OK) return st;
         *out = memh.release();
         return GDX_OK;

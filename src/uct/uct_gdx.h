@@ -95,7 +95,9 @@ gdx_status_t gdx_uct_md_devices(gdx_uct_md_t *md, gdx_uct_device_t **devices, un
 /* access: GDX_UCT_ACCESS_* bits (gdx::tp::Access values). */
 enum { GDX_UCT_ACCESS_LOCAL_READ = 1, GDX_UCT_ACCESS_LOCAL_WRITE = 2, GDX_UCT_ACCESS_REMOTE_READ = 4,
        GDX_UCT_ACCESS_REMOTE_WRITE = 8 };
-gdx_status_t gdx_uct_mem_reg(gdx_uct_md_t *md, void *addr, size_t len, unsigned access, gdx_uct_memh_t **out);
+/* gpu_tail_slack: bytes past the end of a GPU allocation the caller may include (engine path: left out). */
+gdx_status_t gdx_uct_mem_reg(gdx_uct_md_t *md, void *addr, size_t len, unsigned access, size_t gpu_tail_slack,
+                             gdx_uct_memh_t **out);
 void gdx_uct_mem_dereg(gdx_uct_memh_t *memh);
 gdx_status_t gdx_uct_mkey_pack(gdx_uct_md_t *md, gdx_uct_memh_t *memh, void *buffer);
 

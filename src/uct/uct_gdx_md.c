@@ -10,6 +10,8 @@
  * UCP's memory-type endpoint). Without a GPU every pointer is host memory and no CUDA capability is advertised. */
 #include "uct_gdx_glue.h"
 
+#include <ucs/datastruct/pgtable.h>
+
 #include <ucp/core/ucp_types.h>
 
 #include <ucs/debug/log.h>
@@ -139,7 +141,10 @@ static ucs_status_t uct_gdx_mem_reg_impl(uct_md_h uct_md, void *address, size_t 
     gdx_uct_memh_t *memh;
     gdx_status_t st;
 
-    st = gdx_uct_mem_reg(md->bridge, address, length, uct_gdx_access(flags), &memh);
+    /* UCX's memory-type cache keeps regions in a page table of UCS_PGT_ADDR_ALIGN (16) byte granules, and UCP
+     * registers a CUDA allocation it found there with that rounded length: up to 15 bytes past its end (UCX 1.22 with
+     * libucm_cuda: a 1 MiB + 8 B cudaMalloc registered as 1 MiB + 16 B). Those bytes are never transferred. */
+    st = gdx_uct_mem_reg(md->bridge, address, length, uct_gdx_access(flags), UCS_PGT_ADDR_ALIGN - 1, &memh);
     if (st != GDX_OK) {
         uct_md_log_mem_reg_error(flags, "%s: mem_reg(%p, %zu) failed: %s (%s)", uct_gdx_md_name(md), address,
                                  length, gdx_status_string(st), gdx_uct_last_error());
