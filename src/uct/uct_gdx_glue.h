@@ -76,6 +76,8 @@ ucs_status_t uct_gdx_fail(gdx_status_t st, const char *what, const char *name);
 /* Reports each endpoint of the interface whose peer is gone to UCT's error handler, once; from its progress, after
  * gdx's progress returned. How many it reported. (uct_gdx_component.c, next to the status mapping) */
 unsigned uct_gdx_iface_report_failures(uct_gdx_iface_t *iface);
+/* UCP's cost model for this interface (uct_gdx_perf.c). */
+ucs_status_t uct_gdx_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_attr_t *perf_attr);
 
 /* Defined in uct_gdx_md.c, used by the component. */
 ucs_status_t uct_gdx_md_open(uct_component_t *component, const char *md_name, const uct_md_config_t *config,

@@ -508,7 +508,7 @@ static ucs_status_t uct_gdx_iface_event_arm(uct_iface_h tl_iface, unsigned event
     return uct_gdx_fail(st, "event_arm", uct_gdx_iface_name(iface));
 }
 
-UCT_GDX_INTERNAL_OPS(uct_gdx_iface_internal_ops, uct_base_iface_estimate_perf, uct_gdx_iface_is_reachable_v2,
+UCT_GDX_INTERNAL_OPS(uct_gdx_iface_internal_ops, uct_gdx_iface_estimate_perf, uct_gdx_iface_is_reachable_v2,
                      uct_gdx_ep_connect_to_ep_v2, uct_gdx_ep_is_connected_v2);
 
 static UCS_CLASS_INIT_FUNC(uct_gdx_iface_t, uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,

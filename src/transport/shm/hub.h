@@ -81,6 +81,7 @@ class Hub {
     };
     std::vector<Pending> pending_; // accepted, HELLO not yet read
     int64_t next_poll_ns_ = 0; // coarse_ns() of the next look at the control sockets while idle
+    unsigned idle_calls_ = 0;  // progress calls while idle: the clock is read on every 32nd
 };
 
 uint64_t host_identity(); // hash of the kernel's boot id: equal for every process of this boot
