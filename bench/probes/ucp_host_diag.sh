@@ -13,10 +13,10 @@ for cfg in "posix" "gdx_shm"; do
   port=$((20000 + RANDOM % 20000))
   if [ "$cfg" = posix ]; then pre=(env LD_LIBRARY_PATH="$prefix/lib" UCX_TLS=posix)
   else pre=(env "$@" LD_LIBRARY_PATH="$prefix/lib" UCX_PLUGIN_PATH="$(dirname "$module")" UCX_TLS=gdx_shm,gdx_aux:aux); fi
-  "${pre[@]}" taskset -c 2 timeout 60 "$pt" -p $port > /tmp/diag-srv.log 2>&1 &
+  "${pre[@]}" taskset -c ${DIAG_SRV_CPU:-2} timeout 60 "$pt" -p $port > /tmp/diag-srv.log 2>&1 &
   sleep 0.5
   echo "=== $cfg: tag_bw $size, UCX_PROTO_INFO=y (client)"
-  UCX_PROTO_INFO=y "${pre[@]}" taskset -c 3 timeout 60 "$pt" 127.0.0.1 -p $port -t tag_bw -s "$size" -n 20000 2>&1 |
+  UCX_PROTO_INFO=y "${pre[@]}" taskset -c ${DIAG_CLI_CPU:-3} timeout 60 "$pt" 127.0.0.1 -p $port -t tag_bw -s "$size" -n 20000 2>&1 |
     sed 's/^\[[0-9.]*\] \[[^]]*\] *//' | grep -vE "^\+-|^$" | head -60
   wait
   echo "--- server log"; tail -5 /tmp/diag-srv.log
@@ -24,9 +24,9 @@ done
 if command -v perf >/dev/null; then
   port=$((20000 + RANDOM % 20000))
   pre=(env "$@" LD_LIBRARY_PATH="$prefix/lib" UCX_PLUGIN_PATH="$(dirname "$module")" UCX_TLS=gdx_shm,gdx_aux:aux)
-  "${pre[@]}" taskset -c 2 timeout 60 "$pt" -p $port > /tmp/diag-srv.log 2>&1 &
+  "${pre[@]}" taskset -c ${DIAG_SRV_CPU:-2} timeout 60 "$pt" -p $port > /tmp/diag-srv.log 2>&1 &
   sleep 0.5
-  "${pre[@]}" taskset -c 3 timeout 60 perf record -q -g -o /tmp/diag.perf "$pt" 127.0.0.1 -p $port -t tag_lat -s 8 -n 2000000 2>&1 | tail -2
+  "${pre[@]}" taskset -c ${DIAG_CLI_CPU:-3} timeout 60 perf record -q -g -o /tmp/diag.perf "$pt" 127.0.0.1 -p $port -t tag_lat -s 8 -n 2000000 2>&1 | tail -2
   wait
   perf report -i /tmp/diag.perf --no-children --stdio 2>/dev/null | grep -E "^ +[0-9]" | head -40
 fi
