@@ -11,13 +11,46 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <dlfcn.h>
 #include <mutex>
-#include <unistd.h>
 #include <vector>
 #endif
 
+#include <dlfcn.h>
+#include <string>
+#include <unistd.h>
+
 namespace gdx::mem {
+
+// UCX built with CUDA has libucm_cuda patch these same entry points (cuMemFree_v2, ...) for UCX's own memory-type
+// cache and registration caches, later than gdx's memory domains open (at UCP's first buffer lookup). Two patches of
+// one entry point do not stack: libucm's relocator cannot move the jump the first one wrote, so the second fails; if
+// gdx's came first, UCX's memory-type cache fails to start and UCP asks every detecting memory domain about every
+// buffer it sends (+0.15 us per small message on the H200 host, bench/results/gpu-2026-11-26b/). So where UCX will
+// hook the driver itself, gdx leaves it to UCX and validates its cache hits instead.
+bool ucx_hooks_cuda(std::string *why) {
+    if (void *h = dlopen("libucm_cuda.so.0", RTLD_LAZY | RTLD_NOLOAD)) {
+        dlclose(h); // RTLD_NOLOAD took a reference: give it back
+        *why = "UCX's libucm_cuda.so.0 (loaded) hooks the CUDA driver itself for UCX's memory-type cache; gdx's "
+               "patch would make UCX's fail";
+        return true;
+    }
+    // Not loaded yet: libucm loads its modules when the first event handler is set, maybe after this. It looks for
+    // them in ucx/ beside itself (UCX's module directory).
+    void *ucm = dlopen("libucm.so.0", RTLD_LAZY | RTLD_NOLOAD);
+    if (ucm == nullptr) return false;
+    void *sym = dlsym(ucm, "ucm_set_event_handler");
+    Dl_info info{};
+    const bool named = sym != nullptr && dladdr(sym, &info) != 0 && info.dli_fname != nullptr;
+    dlclose(ucm);
+    if (!named) return false;
+    std::string dir = info.dli_fname;
+    dir.resize(dir.find_last_of('/') + 1); // "" when the path has no '/'
+    const std::string module = dir + "ucx/libucm_cuda.so.0";
+    if (access(module.c_str(), R_OK) != 0) return false;
+    *why = "UCX's " + module + " will hook the CUDA driver itself for UCX's memory-type cache; gdx's patch would "
+           "make UCX's fail";
+    return true;
+}
 
 #if !GDX_HAVE_CUDA_H
 
@@ -182,39 +215,6 @@ bool self_test(const cuda::DriverApi &api, std::string *why) {
     return true;
 }
 
-// UCX built with CUDA has libucm_cuda patch these same entry points (cuMemFree_v2, ...) for UCX's own memory-type
-// cache and registration caches, later than gdx's memory domains open (at UCP's first buffer lookup). Two patches of
-// one entry point do not stack: libucm's relocator cannot move the jump the first one wrote, so the second fails; if
-// gdx's came first, UCX's memory-type cache fails to start and UCP asks every detecting memory domain about every
-// buffer it sends (+0.15 us per small message on the H200 host, bench/results/gpu-2026-11-26b/). So where UCX will
-// hook the driver itself, gdx leaves it to UCX and validates its cache hits instead.
-bool ucx_patches_cuda(std::string *why) {
-    for (const char *name : {"libucm_cuda.so.0", "libucm_cuda.so"}) {
-        void *h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
-        if (h == nullptr) continue;
-        dlclose(h); // RTLD_NOLOAD took a reference: give it back
-        *why = std::string("UCX's ") + name + " (loaded) hooks the CUDA driver itself for UCX's memory-type cache; "
-               "gdx's patch would make UCX's fail";
-        return true;
-    }
-    // Not loaded yet: libucm loads its modules when the first event handler is set, maybe after this. It looks for
-    // them in ucx/ beside itself (UCX's module directory).
-    void *ucm = dlopen("libucm.so.0", RTLD_LAZY | RTLD_NOLOAD);
-    if (ucm == nullptr) return false;
-    void *sym = dlsym(ucm, "ucm_set_event_handler");
-    Dl_info info{};
-    const bool named = sym != nullptr && dladdr(sym, &info) != 0 && info.dli_fname != nullptr;
-    dlclose(ucm);
-    if (!named) return false;
-    std::string dir = info.dli_fname;
-    dir.resize(dir.find_last_of('/') + 1); // "" when the path has no '/'
-    const std::string module = dir + "ucx/libucm_cuda.so.0";
-    if (access(module.c_str(), R_OK) != 0) return false;
-    *why = "UCX's " + module + " will hook the CUDA driver itself for UCX's memory-type cache; gdx's patch would "
-           "make UCX's fail";
-    return true;
-}
-
 FreeHookState install() {
     FreeHookState s;
     const cuda::DriverApi *api = cuda::driver();
@@ -222,7 +222,7 @@ FreeHookState install() {
         s.why = cuda::why_unavailable();
         return s;
     }
-    if (ucx_patches_cuda(&s.why)) return s;
+    if (ucx_hooks_cuda(&s.why)) return s;
     // RTLD_NODELETE: the patched code jumps into trampolines libucm allocated; it must never be unloaded.
     // RTLD_LAZY: libucm leaves two functions to libucs (ucs_load_modules, ucs_sys_is_dynamic_lib: module loading
     // and mmap hooks), which the bistro code never calls. Binding them lazily lets a process without UCX load

@@ -21,8 +21,12 @@ struct FreeHookState {
 };
 
 // Installs the hooks once per process (thread-safe: later calls return the first outcome). Needs the CUDA driver
-// and a GPU (a self-test allocates and frees 4 KiB), and libucm.so.0 (UCX 1.11 or newer).
+// and a GPU, libucm.so.0 (UCX 1.11 or newer), and no UCX that hooks the driver itself (ucx_hooks_cuda).
 const FreeHookState &install_free_hooks();
+
+// True (and why) when UCX in this process hooks the CUDA driver itself (libucm_cuda, UCX built with CUDA): then UCX's
+// memory-type cache is fed with CUDA allocations, and gdx leaves the driver's entry points to it.
+bool ucx_hooks_cuda(std::string *why);
 
 // Hooked calls seen so far (tests: a free through any path must raise it).
 uint64_t free_hook_calls();

@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "uct/bridge_engine.h"
 #include "transport/open_interfaces.h"
+#include "memtype/free_hooks.h"
 #include "uct/bridge_internal.h"
 
 #include <algorithm>
@@ -89,6 +90,10 @@ extern "C" const char *gdx_uct_last_error(void) { return gdx::last_error().c_str
 // ---- memory types ------------------------------------------------------------------------------------------
 
 extern "C" int gdx_uct_cuda_available(gdx_uct_md_t *md) { return md->detector->gpu_enabled() ? 1 : 0; }
+extern "C" int gdx_uct_ucx_hooks_cuda(void) {
+    std::string why;
+    return mem::ucx_hooks_cuda(&why) ? 1 : 0;
+}
 
 extern "C" gdx_status_t gdx_uct_mem_detect(gdx_uct_md_t *md, const void *addr, size_t len,
                                            gdx_uct_mem_info_t *out) {

@@ -57,6 +57,8 @@ typedef struct {
 /* True when the MD's memory-type detector uses a GPU (gdx's CUDA backend found a driver and a GPU, and GDX_CUDA
  * is not 'no'). Without one every pointer is host memory, and the MD advertises no CUDA capability at all. */
 int gdx_uct_cuda_available(gdx_uct_md_t *md);
+/* 1 when the running UCX hooks the CUDA driver itself (libucm_cuda), so its memory-type cache knows CUDA memory. */
+int gdx_uct_ucx_hooks_cuda(void);
 
 /* Classifies the memory at addr (the allocation holding it) through gdx's memory-type detector.
  * GDX_ERR_INVALID_PARAM for a NULL addr or len 0. */

@@ -258,8 +258,9 @@ ucs_status_t uct_gdx_md_open(uct_component_t *component, const char *md_name, co
     md->super.component = component;
     if (md->cuda) {
         /* UCP consults a detecting MD only when UCX's memtype cache misses with an error: an enabled but empty
-         * cache (nothing feeds it without UCX's CUDA module) answers "host" for every device pointer. */
-        if (ucs_global_opts.enable_memtype_cache != UCS_NO) {
+         * cache (nothing feeds it without UCX's CUDA module) answers "host" for every device pointer. With that
+         * module (libucm_cuda) the cache knows CUDA memory, and turning it off only costs every send a lookup. */
+        if ((ucs_global_opts.enable_memtype_cache != UCS_NO) && !gdx_uct_ucx_hooks_cuda()) {
             ucs_warn("%s: a GPU is present but UCX_MEMTYPE_CACHE is not 'n': UCP will treat CUDA buffers as "
                      "host memory (set UCX_MEMTYPE_CACHE=n, as tools/gdx-run does)", comp->name);
         }
