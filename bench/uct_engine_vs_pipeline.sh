@@ -5,12 +5,18 @@
 #   bench/uct_engine_vs_pipeline.sh --out FILE [--ucx-prefix DIR] [--ucx-src DIR] [--build DIR] [--mem cuda|host]
 #        [--gpu N] [--rounds N] [--sizes "1M 256M"] [--cpus A,B] [--no-build]
 #
-# Per round, alternating (drift on a shared machine hits all three alike), ucx_perftest tag_bw -m MEM,MEM:
-#   engine    libuct_gdx over gdx_shm, put/get zcopy through the staging engine (the default: UCP hands the CUDA
-#             buffers to gdx, which stages them fragment by fragment through its bounce pools);
-#   pipeline  the same module with GDX_UCT_ENGINE=no: CUDA stays out of gdx_shm's reg_mem_types, so UCP stages it
-#             itself (its rendezvous pipeline, copies through gdx_copy, host fragments over gdx_shm);
-#   ucx       upstream UCX with CUDA alone, UCX_TLS=sm,cuda_copy (sm with host memory).
+# Per round, alternating (drift on a shared machine hits all alike), ucx_perftest tag_bw -m MEM,MEM:
+#   engine    libuct_gdx over gdx_shm and gdx_ipc, the gdx transports a user on one host gets (tools/gdx-run with no
+#             --tls lists every gdx transport with a device): UCP hands the CUDA buffers' rendezvous to gdx_ipc,
+#             whose staging engine moves each fragment by CUDA IPC where the peer maps the buffer and through
+#             peer-mapped pools where it cannot (host memory stays on gdx_shm);
+#   staged    the same module over gdx_shm alone: gdx_shm does not reach device memory, so its engine stages every
+#             fragment through its bounce pools (what a host without CUDA IPC between the two processes gets);
+#   pipeline  the same module with GDX_UCT_ENGINE=no over gdx_shm: CUDA stays out of gdx_shm's reg_mem_types, so UCP
+#             stages it itself (its rendezvous pipeline, copies through gdx_copy, host fragments over gdx_shm);
+#   ucx       upstream UCX with CUDA alone, UCX_TLS=sm,cuda_copy (sm with host memory): the issue's named peer;
+#   ucx_ipc   upstream UCX with UCX_TLS=sm,cuda_copy,cuda_ipc: upstream's own direct path, printed beside it (with
+#             host memory: not run).
 # The module is built against the UCX under test (--ucx-prefix, its release sources --ucx-src; default
 # /tmp/ucx-cuda and /tmp/ucx-build, what scripts/device-run.sh makes) and loaded by UCX itself (UCX_PLUGIN_PATH,
 # UCX >= 1.22; tools/gdx-run). Every engine run's path totals (GDX_UCT_STATS) are printed beside its figure, so a
@@ -102,7 +108,10 @@ measure() {
     # allocate CUDA memory; gdx's MDs cannot (they register it), so without cuda_copy both gdx rows failed with
     # "ucp test failed to allocate memory" (UCX 1.22, H200, 2026-11-25). The bulk still goes where UCP puts it:
     # gdx_shm's zcopy through the engine, or UCP's pipeline over a memory-type endpoint (gdx_copy or cuda_copy).
-    engine) envs=(env GDX_UCT_STATS=yes tools/gdx-run --module "$module" --tls gdx_shm,cuda_copy) ;;
+    engine) envs=(env GDX_UCT_STATS=yes tools/gdx-run --module "$module" --tls gdx_shm,gdx_ipc,cuda_copy)
+            [ "$mem" = host ] && envs=(env GDX_UCT_STATS=yes tools/gdx-run --module "$module" --tls gdx_shm) ;;
+    staged) envs=(env GDX_UCT_STATS=yes tools/gdx-run --module "$module" --tls gdx_shm,cuda_copy) ;;
+    ucx_ipc) envs=(env UCX_TLS="sm,cuda_copy,cuda_ipc") ;;
     pipeline) envs=(env GDX_UCT_ENGINE=no GDX_UCT_STATS=yes tools/gdx-run --module "$module" --tls gdx_shm,cuda_copy) ;;
   esac
   port=$(free_port)
@@ -114,11 +123,13 @@ measure() {
   wait "$spid"; src=$?
   cat "$work/srv.log" "$work/cli.log" >> "$work/$config.log"
   line=$(sed -n 's/^Final:[[:space:]]*//p' "$work/cli.log" | tail -1)
-  if [ "$config" != ucx ]; then # what the engine carried, summed over both processes ("none": it was off)
-    path=$(sed -n 's/.* gdx_shm path totals: direct \([0-9]*\) B .*, staged \([0-9]*\) B .*/\1 \2/p' \
-             "$work/srv.log" "$work/cli.log" | awk '{d += $1; s += $2} END {if (NR == 0) print "engine off";
-             else printf "engine: direct %.0f MB, staged %.0f MB", d / 1e6, s / 1e6}')
-  fi
+  case "$config" in ucx*) ;; *) # what each gdx engine carried, summed over both processes ("engine off": none ran)
+    path=$(sed -n 's/.* \(gdx_[a-z]*\) path totals: direct \([0-9]*\) B .*, staged \([0-9]*\) B .*/\1 \2 \3/p' \
+             "$work/srv.log" "$work/cli.log" | awk '{d[$1] += $2; s[$1] += $3; n++}
+             END {if (n == 0) { print "engine off"; exit }
+                  for (t in d) { printf "%s%s: direct %.0f MB, staged %.0f MB", sep, t, d[t] / 1e6, s[t] / 1e6;
+                                 sep = "; " } }')
+  esac
   if [ "$crc" != 0 ] || [ "$src" != 0 ] || [ -z "$line" ]; then
     printf 'n/a\tclient exit %s, server exit %s (%s.log)\n' "$crc" "$src" "$config"
     return
@@ -127,7 +138,8 @@ measure() {
 }
 
 declare -A res
-configs="engine pipeline ucx"
+configs="engine staged pipeline ucx ucx_ipc"
+[ "$mem" = host ] && configs="engine pipeline ucx"
 for r in $(seq "$rounds"); do
   echo "# round $r"
   for s in $sizes; do
@@ -144,14 +156,21 @@ median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR]=$1} END {if
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a/b; else print "n/a" }'; }
 echo
 echo "# medians over $rounds rounds, tag_bw GB/s, $mem memory on both sides"
-printf '%-10s %10s %10s %10s\n' size engine pipeline ucx
+printf '%-10s' size; for c in $configs; do printf ' %10s' "$c"; done; echo
 for s in $sizes; do
-  printf '%-10s %10s %10s %10s\n' "$s" "$(median <<<"${res[engine,$s]}")" "$(median <<<"${res[pipeline,$s]}")" \
-         "$(median <<<"${res[ucx,$s]}")"
+  printf '%-10s' "$s"; for c in $configs; do printf ' %10s' "$(median <<<"${res[$c,$s]}")"; done; echo
 done
 peer_tls="sm,cuda_copy"; [ "$mem" = host ] && peer_tls=sm
 for s in $sizes; do
   g=$(median <<<"${res[engine,$s]}") p=$(median <<<"${res[pipeline,$s]}") u=$(median <<<"${res[ucx,$s]}")
-  echo "bar tag_bw $s $mem over gdx_shm, engine >= 1.3x UCP's own pipeline (GDX_UCT_ENGINE=no): gdx $g vs pipeline $p = $(ratio "$g" "$p")x"
+  echo "bar tag_bw $s $mem over gdx, engine >= 1.3x UCP's own pipeline (GDX_UCT_ENGINE=no): gdx $g vs pipeline $p = $(ratio "$g" "$p")x"
   echo "bar tag_bw $s $mem, gdx engine >= 1.3x upstream UCX $peer_tls: gdx $g vs ucx $u = $(ratio "$g" "$u")x"
 done
+if [ "$mem" = cuda ]; then # not bars: the staged-only engine, and upstream's own direct path, beside them
+  for s in $sizes; do
+    st=$(median <<<"${res[staged,$s]}") u=$(median <<<"${res[ucx,$s]}") ui=$(median <<<"${res[ucx_ipc,$s]}")
+    g=$(median <<<"${res[engine,$s]}")
+    echo "also tag_bw $s cuda, gdx engine vs upstream UCX sm,cuda_copy,cuda_ipc: gdx $g vs ucx_ipc $ui = $(ratio "$g" "$ui")x"
+    echo "also tag_bw $s cuda, gdx over gdx_shm alone (every fragment staged) vs upstream sm,cuda_copy: gdx $st vs ucx $u = $(ratio "$st" "$u")x"
+  done
+fi

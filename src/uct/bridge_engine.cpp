@@ -31,14 +31,9 @@ gdx_status_t UctEngine::create(gdx_uct_md &md, std::unique_ptr<UctEngine> *out) 
         return GDX_OK;
     }
     const tp::Capabilities &caps = md.anchor->caps();
-    // A transport that stages only through peer-mapped pools (cuda_ipc: it reaches no pinned host memory) does so
-    // through the C API but has never run under UCP: until a GPU run shows that path, the module leaves its put/get
-    // zcopy to the transport.
-    const bool peer_map_only = (caps.direct_types & tp::type_bit(mem::MemType::HostPinned)) == 0;
-    if (!fb::Engine::can_stage(caps) || peer_map_only) {
-        GDX_DEBUG(kComp, "%s: no staging engine in the UCX module (%s): put/get zcopy pass straight to the "
-                  "transport", tl.c_str(), fb::Engine::can_stage(caps) ? "peer-mapped pools only, not run under UCP yet"
-                                                                         : "the transport cannot stage");
+    if (!fb::Engine::can_stage(caps)) {
+        GDX_DEBUG(kComp, "%s: no staging engine in the UCX module (the transport cannot stage): put/get zcopy pass "
+                  "straight to the transport", tl.c_str());
         return GDX_OK;
     }
     fb::Params p;

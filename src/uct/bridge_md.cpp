@@ -36,6 +36,12 @@ bool is_cuda_direct(uint32_t mask) {
                     tp::type_bit(MemType::CudaPool) | tp::type_bit(MemType::CudaIpcImported))) != 0;
 }
 
+bool reaches_host(uint32_t mask) {
+    using mem::MemType;
+    return (mask & (tp::type_bit(MemType::HostPageable) | tp::type_bit(MemType::HostPinned) |
+                    tp::type_bit(MemType::HostRegistered))) != 0;
+}
+
 } // namespace
 
 namespace gdx::uct {
@@ -204,17 +210,19 @@ extern "C" void gdx_uct_md_close(gdx_uct_md_t *md) {
 extern "C" void gdx_uct_md_query(gdx_uct_md_t *md, gdx_uct_md_attr_t *attr) {
     const tp::Capabilities &caps = md->anchor->caps();
     if (md->ue) {
-        // The engine registers every kind it can detect: what the transport does not reach, it stages.
+        // The engine registers every kind it can detect: what the transport does not reach, it stages. Host memory
+        // only where the transport reaches it: a transport that stages through peer-mapped pools alone (cuda_ipc)
+        // would carry host-to-host bytes as two copies through a pool, which UCP, seeing its GPU bandwidth, would
+        // prefer to shm's single copy; so UCP keeps host memory on the transports made for it.
         attr->rkey_packed_size = md->ue->key_size();
-        attr->reg_host = attr->reg_cuda = attr->reg_cuda_managed = 1;
+        attr->reg_host = reaches_host(caps.direct_types) ? 1 : 0;
+        attr->reg_cuda = attr->reg_cuda_managed = 1;
         attr->engine = 1;
         return;
     }
     attr->rkey_packed_size = 8 + md->md->rkey_packed_size(); // bridge_key.cpp: version 1
     attr->engine = 0;
-    using mem::MemType;
-    attr->reg_host = (caps.direct_types & (tp::type_bit(MemType::HostPageable) | tp::type_bit(MemType::HostPinned) |
-                                           tp::type_bit(MemType::HostRegistered))) != 0 ? 1 : 0;
+    attr->reg_host = reaches_host(caps.direct_types) ? 1 : 0;
     attr->reg_cuda = is_cuda_direct(caps.direct_types) ? 1 : 0;
     attr->reg_cuda_managed = (caps.direct_types & tp::type_bit(mem::MemType::CudaManaged)) != 0 ? 1 : 0;
 }
