@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string_view>
+#include <utility>
 
 using namespace gdx;
 
@@ -73,10 +75,19 @@ extern "C" unsigned gdx_uct_tl_count(void) {
 }
 
 extern "C" const char *gdx_uct_tl_name(unsigned index) {
+    // UCT transport names hold UCT_TL_NAME_MAX - 1 = 9 characters and UCX cuts longer ones without a word (UCX_TLS
+    // would then never match): a gdx transport whose "gdx_" name would not fit gets a short name, here, so UCX's
+    // listing and every line the module logs (path totals, refusals) name it alike.
+    static constexpr std::pair<std::string_view, std::string_view> kShort[] = {{"cuda_ipc", "ipc"}};
     static std::string names[GDX_UCT_MAX_TLS]; // NUL-terminated copies; string_view need not be
     tp::Component *c = tl_component(index);
     if (c == nullptr) return nullptr;
-    if (names[index].empty()) names[index] = std::string(c->name());
+    if (names[index].empty()) {
+        std::string_view n = c->name();
+        for (const auto &[full, short_name] : kShort)
+            if (n == full) n = short_name;
+        names[index] = std::string(n);
+    }
     return names[index].c_str();
 }
 

@@ -33,7 +33,7 @@ typedef struct gdx_uct_ep    gdx_uct_ep_t;    /* a gdx::tp::Endpoint */
 
 /* Transports compiled into gdx (gdx::tp::components()), in preference order, at most GDX_UCT_MAX_TLS. */
 unsigned gdx_uct_tl_count(void);
-const char *gdx_uct_tl_name(unsigned index); /* "tcp" */
+const char *gdx_uct_tl_name(unsigned index); /* the UCT name without "gdx_": "tcp", "ipc" (for cuda_ipc) */
 
 /* The GDX_* table as UCX sees it: name without "GDX_", the effective default (GDX_<name> from the environment
  * if set, else gdx's default, so `ucx_info -c` shows what will apply) and the doc. Static strings. */

@@ -173,21 +173,6 @@ static ucs_config_field_t *uct_gdx_md_config_table_build(size_t *config_size)
     return table;
 }
 
-/* UCT transport names hold UCT_TL_NAME_MAX - 1 = 9 characters and UCX truncates longer ones silently (UCX_TLS
- * would then never match): gdx transports whose "gdx_" name would not fit get a short UCT name here. */
-static const char *uct_gdx_short_name(const char *tl_name)
-{
-    static const char *const aliases[][2] = {{"cuda_ipc", "ipc"}};
-    size_t i;
-
-    for (i = 0; (tl_name != NULL) && (i < sizeof(aliases) / sizeof(aliases[0])); ++i) {
-        if (strcmp(tl_name, aliases[i][0]) == 0) {
-            return aliases[i][1];
-        }
-    }
-    return tl_name;
-}
-
 static void uct_gdx_component_init(uct_gdx_component_t *comp, unsigned tl, const char *tl_name,
                                    ucs_config_field_t *md_table, size_t md_config_size)
 {
@@ -252,7 +237,6 @@ void uct_gdx_register_all(void)
 
     for (tl = 0; tl < n; ++tl) {
         tl_name = gdx_uct_tl_name(tl);
-        tl_name = uct_gdx_short_name(tl_name);
         if ((tl_name == NULL) || (strlen("gdx_") + strlen(tl_name) >= UCT_TL_NAME_MAX)) {
             ucs_error("libuct_gdx: gdx transport '%s' has no name or one too long for UCT (%d characters with "
                       "'gdx_'); skipping it", tl_name ? tl_name : "(null)", UCT_TL_NAME_MAX - 1);
