@@ -20,12 +20,17 @@ else
   grep -q "^LIBUCT_GDX_PATH=$(dirname "$module")$" <<<"$load" || fail "UCX $ver: LIBUCT_GDX_PATH: $load"
 fi
 
+# UCX's memory-type cache: off where this UCX has no CUDA module of its own (nothing would feed it), on where it has
+ucx_libdir=$(dirname "$(ldd "$(command -v ucx_info)" | awk '$1 == "libucs.so.0" {print $3; exit}')")
+memtype=n; [ -e "$ucx_libdir/ucx/libucm_cuda.so.0" ] && memtype=y
 out=$(env -u UCX_TLS -u UCX_MEMTYPE_CACHE "$gdx_run" --module "$module" --tls gdx_shm --print ucx_info -v)
 while IFS= read -r want; do
   grep -qF -- "$want" <<<"$out" || fail "gdx-run --print lacks '$want': $out"
 done <<<"$load
-UCX_MEMTYPE_CACHE=n
+UCX_MEMTYPE_CACHE=$memtype
 ucx_info -v"
+out=$(env -u UCX_TLS UCX_MEMTYPE_CACHE=y "$gdx_run" --module "$module" --tls gdx_shm --print true)
+grep -qF "UCX_MEMTYPE_CACHE=y" <<<"$out" || fail "gdx-run overrode the user's UCX_MEMTYPE_CACHE: $out"
 grep -qE "UCX_TLS=gdx_shm(,gdx_copy)?,self,$aux_tls " <<<"$out" || fail "gdx-run --print: UCX_TLS not as documented: $out"
 
 out=$(env -u UCX_TLS GDX_LOG_LEVEL=info "$gdx_run" --module "$module" --tls gdx_tcp --aux gdx_aux --print \
