@@ -336,6 +336,10 @@ void Engine::dispatch(PeerLink &peer, const CtrlMsg &m) {
     }
 }
 
+bool Engine::quiet() {
+    return peers_->empty() && target_->idle() && pipeline_->idle() && iface_.quiet();
+}
+
 unsigned Engine::progress() {
     peers_->defer_sends(true); // our handlers run in here: their answers are queued and go out below
     unsigned n = iface_.progress();

@@ -141,6 +141,9 @@ class Engine {
 
     // Drives the transport, the copies and every request; returns how many events it processed.
     unsigned progress();
+    // progress() would do nothing now: no peer was ever used, no copy-out, stage-out or request is active, and the
+    // transport is quiet (tp::Interface::quiet). Loads only: callers spin on it (the UCX module's progress).
+    bool quiet();
 
     // Drops the engine's state for an endpoint about to be destroyed (slots it holds of our pools come back).
     // GDX_ERR_BUSY while requests or peer jobs on it are active.

@@ -119,6 +119,7 @@ class StagingPipeline {
     gdx_status_t submit(bool is_put, PeerLink &peer, Region &local, uint64_t loff, const RemoteRegion &remote,
                         uint64_t roff, uint64_t len, Request *req, const uint64_t *notify = nullptr);
     unsigned progress();
+    bool idle() const { return active_.empty() && done_.empty(); } // progress() would do nothing
     size_t active() const { return active_.size(); }
     bool uses_peer(const PeerLink &p) const;
 

@@ -39,6 +39,7 @@ class StagingTarget {
     void on_small_get_req(PeerLink &peer, const CtrlMsg &m);
 
     unsigned progress();
+    bool idle() const { return copy_outs_.empty() && stage_outs_.empty(); } // progress() would do nothing
     size_t active() const { return copy_outs_.size() + stage_outs_.size(); }
     bool uses_peer(const PeerLink &p) const;
 

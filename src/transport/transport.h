@@ -275,6 +275,11 @@ class Interface {
     virtual gdx_status_t set_am_handler(uint8_t id, AmHandler fn, void *arg) = 0;
     // Drives sends, receives, completions and pending requests; returns how many events it processed.
     virtual unsigned progress() = 0;
+    // True when progress() would find nothing to do now and may be skipped: a few loads, no clock, no system
+    // call. The callers' idle loop (UCP's worker progress spins on it) pays for every instruction of an idle call
+    // in latency, since a message that lands mid-call waits for the call to end. It may also count the call as
+    // progress() would (shm counts idle calls to pace its control-socket look). False is always correct.
+    virtual bool quiet() { return false; }
     // A file descriptor that becomes readable when progress() has work; -1 when kCapWakeup is absent.
     // Call arm_wakeup() (GDX_OK: safe to sleep; GDX_ERR_BUSY: events pending, progress first) before poll().
     virtual int wakeup_fd() const { return -1; }

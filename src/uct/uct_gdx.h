@@ -123,7 +123,8 @@ gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_name, void *gl
                                 gdx_uct_iface_t **out);
 void gdx_uct_iface_close(gdx_uct_iface_t *iface);
 void gdx_uct_iface_attr(gdx_uct_iface_t *iface, gdx_uct_iface_attr_t *attr);
-unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface);
+unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface, int *failure_due); /* *failure_due: look for broken
+                                                                               * endpoints now (take_failure) */
 int gdx_uct_iface_wakeup_fd(gdx_uct_iface_t *iface);         /* -1 when the transport has none */
 /* GDX_OK or GDX_ERR_BUSY (also while a broken endpoint waits to be reported: progress must run first). */
 gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface);

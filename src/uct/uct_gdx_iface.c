@@ -447,11 +447,14 @@ UCT_GDX_DEFINE_IS_REACHABLE_V2(uct_gdx_iface_is_reachable_v2, uct_gdx_iface_is_r
 static unsigned uct_gdx_iface_progress(uct_iface_h tl_iface)
 {
     uct_gdx_iface_t *iface = ucs_derived_of(tl_iface, uct_gdx_iface_t);
+    int failure_due;
     unsigned count;
 
     UCT_GDX_ASYNC_BLOCK(&iface->super);
-    count  = gdx_uct_iface_progress(iface->bridge);
-    count += uct_gdx_iface_report_failures(iface);
+    count = gdx_uct_iface_progress(iface->bridge, &failure_due);
+    if (failure_due) {
+        count += uct_gdx_iface_report_failures(iface);
+    }
     UCT_GDX_ASYNC_UNBLOCK(&iface->super);
     return count;
 }

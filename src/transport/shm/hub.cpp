@@ -172,6 +172,14 @@ void Hub::handle_pending(size_t i) {
     c->on_hello(fd, cred, buf, len, fds, nfds);
 }
 
+bool Hub::ctrl_quiet() {
+    if (!pending_.empty() || ((idle_calls_ + 1) & 31) == 0) return false; // the 32nd call goes to progress_ctrl
+    for (Channel *c : channels_)
+        if (c->state() == Channel::State::Connecting) return false;
+    ++idle_calls_;
+    return true;
+}
+
 unsigned Hub::progress_ctrl(bool force) {
     bool busy = !pending_.empty();
     for (Channel *c : channels_)

@@ -49,6 +49,9 @@ class Hub {
     // Accepts connections, routes HELLOs, reads control messages, notices hang-ups and time-outs. Cheap unless
     // something is connecting or a millisecond has passed (or `force`). Returns the events handled.
     unsigned progress_ctrl(bool force = false);
+    // progress_ctrl() would do nothing on this call: nothing connecting and no control-socket look due. Counts the
+    // call as an idle one (so the look still comes every 32nd call).
+    bool ctrl_quiet();
     // Drains the eventfd and marks every up channel's ring as sleeping. GDX_ERR_BUSY (nothing marked) when a
     // ring already holds records: progress first.
     gdx_status_t arm();

@@ -537,6 +537,8 @@ void ShmEp::check_silence() {
     }
 }
 
+bool ShmEp::quiet() { return !ch_.up() || idle(); }
+
 unsigned ShmEp::progress() {
     if (!ch_.up()) return 0;
     // The interface calls this for every endpoint on each of its progress calls: an idle endpoint costs the few

@@ -102,6 +102,13 @@ unsigned ShmIface::progress() {
     return n;
 }
 
+bool ShmIface::quiet() {
+    if (!hub_->ctrl_quiet()) return false;
+    for (ShmEp *ep : eps_)
+        if (!ep->quiet()) return false;
+    return true;
+}
+
 gdx_status_t ShmIface::arm_wakeup() {
     for (ShmEp *ep : eps_)
         if (ep->has_work()) return GDX_ERR_BUSY;

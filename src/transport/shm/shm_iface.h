@@ -108,6 +108,8 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
 
     // Interface hooks.
     unsigned progress();
+    // progress() would return 0 at once: the channel is not up, or nothing waits (idle()).
+    bool quiet();
     bool has_work();
     bool service_grant(); // performs a grant the peer posted for one of our operations
     // Target side: a part we granted to the peer is still being copied (for key grant_key()).
@@ -215,6 +217,7 @@ class ShmIface final : public InterfaceBase {
     MemoryDomain &md() override { return md_; }
     gdx_status_t ep_create(std::unique_ptr<Endpoint> *out) override;
     unsigned progress() override;
+    bool quiet() override;
     int wakeup_fd() const override { return hub_->wakeup_fd(); }
     gdx_status_t arm_wakeup() override;
 
