@@ -12,12 +12,13 @@
 // pos ^ nonce. The producer writes the header fields and the body, then release-stores seq (publish()); the
 // consumer acquire-loads seq at its head and, when it matches, everything before that store is visible. One miss.
 //
-// Why nothing is ever zeroed (zeroing consumed cells was what cost earlier self-publishing rings their large-record
-// bandwidth): a header left from an earlier lap carries that lap's position, and absolute positions never repeat,
-// so it cannot match. Where a header is now expected but an earlier lap left body bytes, those bytes match only if
-// they happen to equal pos ^ nonce, where the nonce is 64 random bits the consumer chose for this segment (its top
-// bit set, so a freshly zeroed segment matches nowhere): probability 2^-64 per lap and cell, for data that knows
-// nothing of the nonce. A producer that wants to lie can of course write any header; see below.
+// Why nothing is ever zeroed (earlier self-publishing rings zeroed consumed cells to tell a fresh header from a stale
+// one, the suspected cause of their lost large-record bandwidth): a header left from an earlier lap carries that
+// lap's position, and absolute positions never repeat, so it cannot match. Where a header is now expected but an
+// earlier lap left body bytes, those bytes match only if they happen to equal pos ^ nonce, where the nonce is random
+// bits the consumer chose for this segment: 63 of them, the top bit being set so that pos ^ nonce is never 0 and a
+// freshly zeroed segment matches nowhere. Probability 2^-63 per lap and cell, for data that knows nothing of the
+// nonce (a producer that wants to lie can write any header it likes; see below).
 //
 // The producer's tail stays private; it reads the consumer's head only when it thinks the ring is full. The
 // consumer releases head in batches (the producer's cache miss).
