@@ -17,7 +17,9 @@ namespace {
 
 constexpr uint32_t kAddrMagic = 0x49584447; // "GDXI"
 constexpr uint32_t kCtrlMagic = 0x43584447; // "GDXC"
-constexpr uint8_t kAddrVersion = 1;
+// 2: ring records publish themselves (RecHdr grew a seq word, RingCtl carries the nonce; ring.h). A peer of
+// another version would read our ring wrongly, so its address is refused.
+constexpr uint8_t kAddrVersion = 2;
 constexpr uint32_t kCapsCma = 1;
 
 void close_fds(const int *fds, size_t n) {
@@ -50,8 +52,13 @@ gdx_status_t decode_ep_address(std::span<const uint8_t> in, EpAddress *out, std:
         return GDX_ERR_INVALID_PARAM;
     }
     const uint8_t *p = in.data();
-    if (load_le32(p) != kAddrMagic || p[4] != kAddrVersion) {
-        *why = "not an intra-node endpoint address (magic/version)";
+    if (load_le32(p) != kAddrMagic) {
+        *why = "not an intra-node endpoint address (bad magic)";
+        return GDX_ERR_INVALID_PARAM;
+    }
+    if (p[4] != kAddrVersion) {
+        *why = "peer's intra-node address is version " + std::to_string(p[4]) + ", this gdx speaks " +
+               std::to_string(kAddrVersion) + ": both processes must run the same gdx";
         return GDX_ERR_INVALID_PARAM;
     }
     out->transport = static_cast<wire::TransportId>(p[5]);
@@ -116,8 +123,12 @@ gdx_status_t Channel::make_segment() {
     std::snprintf(name, sizeof(name), "gdx-%s-ring", c.transport);
     gdx_status_t st = Segment::create(segment_size(c.ring_size, c.extra_size), name, &own_);
     if (st != GDX_OK) return st;
-    // The consumer (us) starts the ring; the producer reads these when it maps the segment.
-    new (own_.base()) RingCtl{};
+    // The consumer (us) starts the ring; the producer reads these when it maps the segment. The nonce keeps stale
+    // body bytes of earlier laps from passing for a published header (ring.h).
+    uint64_t r = 0;
+    if (secure_random_u64(&r) != GDX_OK) r = static_cast<uint64_t>(Hub::now_ns()) * 0x9e3779b97f4a7c15ull ^ ep_id_;
+    auto *ctl = new (own_.base()) RingCtl{};
+    ctl->nonce = ring_nonce(r);
     local_extra_ = own_.base() + kRingDataOff + c.ring_size;
     return GDX_OK;
 }
@@ -367,8 +378,9 @@ void Channel::release_peer() {
 }
 
 void Channel::signal_peer() {
-    // Dekker with Hub::arm(): our tail store, then this fence, then the load of the peer's sleeping flag; the
-    // peer stores sleeping, fences, then loads tail. One of us sees the other.
+    // Dekker with Hub::arm(): our seq store (RingWriter::publish), then this fence, then the load of the peer's
+    // sleeping flag; the peer stores sleeping, fences, then loads the seq word at its head (RingReader::empty).
+    // One of us sees the other.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     auto *ctl = reinterpret_cast<RingCtl *>(peer_seg_.base());
     if (ctl->sleeping.load(std::memory_order_relaxed) != 0 && ctl->sleeping.exchange(0) != 0) {
@@ -396,8 +408,8 @@ uint8_t *Channel::begin_record(size_t max_body) {
 
 void Channel::end_record(uint8_t type, uint8_t id, uint16_t flags, size_t body_len) {
     size_t len = sizeof(RecHdr) + body_len;
-    RecHdr h{static_cast<uint32_t>(len), type, id, flags};
-    std::memcpy(open_rec_, &h, sizeof(h));
+    RecHdr h{static_cast<uint32_t>(len), type, id, flags, 0};
+    std::memcpy(open_rec_, &h, kRecSeqOff); // seq is publish()'s, written last
     open_rec_ = nullptr;
     tx_.commit(len);
     tx_.publish();

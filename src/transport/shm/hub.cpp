@@ -235,6 +235,8 @@ gdx_status_t Hub::arm() {
     }
     for (Channel *c : channels_)
         if (c->up()) c->rx_ctl()->sleeping.store(1, std::memory_order_relaxed);
+    // Dekker with Channel::signal_peer(): sleeping stored, fence, then each ring's seq word at its head (the
+    // producer's publishing store) is loaded by rx_empty().
     std::atomic_thread_fence(std::memory_order_seq_cst);
     for (Channel *c : channels_) {
         if (c->up() && !c->rx_empty()) {

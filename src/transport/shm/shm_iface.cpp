@@ -12,7 +12,7 @@ namespace gdx::tp::shm {
 
 namespace {
 constexpr const char *kComp = "shm";
-constexpr size_t kMaxAmShort = 240; // header + payload of a 256-byte record
+constexpr size_t kMaxAmShort = 240; // header + payload of a 256-byte record (16-byte RecHdr: four cells)
 } // namespace
 
 gdx_status_t ShmIface::create(const Config &cfg, std::unique_ptr<Interface> *out) {

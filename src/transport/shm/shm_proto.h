@@ -32,16 +32,17 @@ struct DoneBody {
     uint32_t reserved; // kDoneGranted: part of the copy was granted to the initiator (it completes after it)
 };
 inline constexpr uint32_t kDoneGranted = 1;
-// Data records pad their body to 56 bytes so the payload starts 64-byte aligned in the ring.
+// Data records pad their body to 48 bytes so that header and body fill one cell and the payload starts 64-byte
+// aligned in the ring.
 struct PutDataBody {
     uint64_t op, key, raddr, off; // bytes go to raddr + off
-    uint64_t reserved[3];
+    uint64_t reserved[2];
 };
 struct GetDataBody {
     uint64_t op, off;
     int32_t status;
     uint32_t reserved0;
-    uint64_t reserved[4];
+    uint64_t reserved[3];
 };
 static_assert(sizeof(RecHdr) + sizeof(PutDataBody) == 64 && sizeof(RecHdr) + sizeof(GetDataBody) == 64);
 } // namespace gdx::tp::shm
