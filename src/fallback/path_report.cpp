@@ -47,26 +47,41 @@ std::string stage_reasons_text(uint8_t reasons) {
     return s;
 }
 
+// A part's share of the request, "%.1f%%"; a part too small to show there says so, with its bytes ("7 B, <0.1%"),
+// and the rest says ">99.9%": a mixed message never reads "100.0% + 0.0%".
+static std::string share_text(uint64_t part, uint64_t total) {
+    char buf[48];
+    const double pct = total != 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(total) : 0.0;
+    if (part != 0 && pct < 0.05)
+        std::snprintf(buf, sizeof(buf), "%llu B, <0.1%%", static_cast<unsigned long long>(part));
+    else if (part != total && pct >= 99.95)
+        std::snprintf(buf, sizeof(buf), ">99.9%%");
+    else
+        std::snprintf(buf, sizeof(buf), "%.1f%%", pct);
+    return buf;
+}
+
 std::string PathReport::describe() const {
     if (bytes_direct + bytes_staged == 0) return "empty";
     char buf[256];
     std::string out;
-    double staged = 100.0 * staged_share();
+    const uint64_t total = bytes_direct + bytes_staged;
     if (bytes_direct > 0) {
-        std::snprintf(buf, sizeof(buf), "direct[%s->%s] %.1f%%", reach_text(local_reach).c_str(),
-                      reach_text(remote_reach).c_str(), 100.0 - staged);
+        std::snprintf(buf, sizeof(buf), "direct[%s->%s] %s", reach_text(local_reach).c_str(),
+                      reach_text(remote_reach).c_str(), share_text(bytes_direct, total).c_str());
         out = buf;
     }
     if (bytes_staged > 0) {
         if (!out.empty()) out += " + ";
         std::string why = stage_reasons_text(reasons);
+        const std::string staged = share_text(bytes_staged, total);
         if (small)
-            std::snprintf(buf, sizeof(buf), "staged-small[%s; %s] %.1f%%", sides_text(stage_sides).c_str(),
-                          why.c_str(), staged);
+            std::snprintf(buf, sizeof(buf), "staged-small[%s; %s] %s", sides_text(stage_sides).c_str(),
+                          why.c_str(), staged.c_str());
         else
-            std::snprintf(buf, sizeof(buf), "staged[frag %s depth %u %s%s; %s] %.1f%%",
+            std::snprintf(buf, sizeof(buf), "staged[frag %s depth %u %s%s; %s] %s",
                           format_size(frag_size).c_str(), depth, sides_text(stage_sides).c_str(),
-                          peer_mapped ? " peer-mapped" : "", why.c_str(), staged);
+                          peer_mapped ? " peer-mapped" : "", why.c_str(), staged.c_str());
         out += buf;
     }
     return out;

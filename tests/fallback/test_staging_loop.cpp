@@ -234,5 +234,29 @@ TEST_F(StagingLoop, SmallDirectMessagesStayDirect) {
     EXPECT_STREQ(p.kind(), "direct");
 }
 
+// A mixed request whose staged part is a few bytes (a 4 MiB + 7 B rendezvous with one fragment denied, as seen on
+// the GPU machine) never reads "100.0% + 0.0%": the small part is shown in bytes, the large one as >99.9%.
+TEST(PathReportText, ATinyShareOfAMixedRequestIsShownInBytes) {
+    fb::PathReport p;
+    p.bytes_direct = 4194304;
+    p.bytes_staged = 7;
+    p.frag_size = 4u << 20;
+    p.depth = 4;
+    p.local_reach = p.remote_reach = fb::reach_bit(tp::Reach::Host);
+    p.stage_sides = fb::kStageSideLocal;
+    p.reasons = fb::kStageFaultInjected;
+    const std::string d = p.describe();
+    EXPECT_NE(d.find("] >99.9% + staged["), std::string::npos) << d;
+    EXPECT_NE(d.find("fault-injected] 7 B, <0.1%"), std::string::npos) << d;
+    p.bytes_direct = 7;
+    p.bytes_staged = 4194304;
+    const std::string e = p.describe();
+    EXPECT_NE(e.find("] 7 B, <0.1% + staged["), std::string::npos) << e;
+    EXPECT_NE(e.find("fault-injected] >99.9%"), std::string::npos) << e;
+    p.bytes_direct = 2;
+    p.bytes_staged = 1;
+    EXPECT_NE(p.describe().find("] 66.7% + staged["), std::string::npos) << p.describe();
+}
+
 } // namespace
 } // namespace gdx::test
