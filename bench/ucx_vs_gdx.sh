@@ -173,11 +173,11 @@ human() { awk -v n="$1" 'BEGIN { if (n >= 1048576 && n % 1048576 == 0) printf "%
 
 echo
 echo "# medians over $rounds rounds: tag_lat us (lower is better), tag_bw GB/s (higher is better)"
-printf '%-16s' "test"; for c in "${cfgs[@]}"; do printf '%14s' "${c%% *}"; done; printf '\n'
+printf '%-16s' "test"; for c in "${cfgs[@]}"; do printf ' %15s' "${c%% *}"; done; printf '\n'
 for t in "${tests[@]}"; do
   read -r test size <<<"$t"
   printf '%-16s' "$test $(human "$size")"
-  for c in "${cfgs[@]}"; do printf '%14s' "$(med "${c%% *}" "$test" "$size")"; done
+  for c in "${cfgs[@]}"; do printf ' %15s' "$(med "${c%% *}" "$test" "$size")"; done
   printf '\n'
 done
 
