@@ -157,6 +157,7 @@ gdx_status_t Channel::connect(std::span<const uint8_t> remote, std::vector<uint8
     gdx_status_t st = make_segment();
     if (st != GDX_OK) return st;
     state_ = State::Connecting;
+    hub_->note_connecting();
     deadline_ns_ = Hub::now_ns() + hub_->config().conn_timeout_ns;
     // Early HELLOs: the one from the endpoint we were just named is answered; the others came from endpoints the
     // peer has replaced since (or, when we initiate, should not have come at all) and are closed.

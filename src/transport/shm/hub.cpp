@@ -173,17 +173,18 @@ void Hub::handle_pending(size_t i) {
 }
 
 bool Hub::ctrl_quiet() {
-    if (!pending_.empty() || ((idle_calls_ + 1) & 31) == 0) return false; // the 32nd call goes to progress_ctrl
-    for (Channel *c : channels_)
-        if (c->state() == Channel::State::Connecting) return false;
+    // The 32nd call goes to progress_ctrl, and every call while something connects.
+    if (maybe_connecting_ || !pending_.empty() || ((idle_calls_ + 1) & 31) == 0) return false;
     ++idle_calls_;
     return true;
 }
 
 unsigned Hub::progress_ctrl(bool force) {
-    bool busy = !pending_.empty();
+    bool connecting = false;
     for (Channel *c : channels_)
-        if (c->state() == Channel::State::Connecting) busy = true;
+        if (c->state() == Channel::State::Connecting) connecting = true;
+    maybe_connecting_ = connecting;
+    bool busy = connecting || !pending_.empty();
     // This runs on every progress call of the interface: the idle case reads the coarse clock on every 32nd call
     // only (a clock read cost as much as the rest of an idle call; 32 calls are microseconds, the interval ms).
     if (!force && !busy && (++idle_calls_ & 31) != 0) return 0;

@@ -52,6 +52,8 @@ class Hub {
     // progress_ctrl() would do nothing on this call: nothing connecting and no control-socket look due. Counts the
     // call as an idle one (so the look still comes every 32nd call).
     bool ctrl_quiet();
+    // A channel started connecting: progress_ctrl() runs on every call until none is (it clears this).
+    void note_connecting() { maybe_connecting_ = true; }
     // Drains the eventfd and marks every up channel's ring as sleeping. GDX_ERR_BUSY (nothing marked) when a
     // ring already holds records: progress first.
     gdx_status_t arm();
@@ -85,6 +87,7 @@ class Hub {
     std::vector<Pending> pending_; // accepted, HELLO not yet read
     int64_t next_poll_ns_ = 0; // coarse_ns() of the next look at the control sockets while idle
     unsigned idle_calls_ = 0;  // progress calls while idle: the clock is read on every 32nd
+    bool maybe_connecting_ = false; // a channel may be Connecting (set by note_connecting, cleared by progress_ctrl)
 };
 
 uint64_t host_identity(); // hash of the kernel's boot id: equal for every process of this boot

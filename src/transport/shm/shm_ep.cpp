@@ -517,11 +517,6 @@ void ShmEp::on_failed(gdx_status_t status) {
 
 // ---- progress -------------------------------------------------------------------------------------------
 
-inline bool ShmEp::idle() {
-    auto *mine = reinterpret_cast<const ShmExtra *>(ch_.local_extra());
-    return active_ + peer_map_.pending() == 0 && replies_.empty() && gets_.empty() && sendq_.empty() &&
-           pending_.empty() && mine->grant.seq.load(std::memory_order_acquire) == serviced_grant_ && ch_.rx_empty();
-}
 
 void ShmEp::check_silence() {
     int64_t now = Hub::coarse_ns();
@@ -536,8 +531,6 @@ void ShmEp::check_silence() {
                  "peer timeout");
     }
 }
-
-bool ShmEp::quiet() { return !ch_.up() || idle(); }
 
 unsigned ShmEp::progress() {
     if (!ch_.up()) return 0;

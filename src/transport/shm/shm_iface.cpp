@@ -96,7 +96,7 @@ void ShmIface::quiesce_key(uint64_t key) {
 }
 
 unsigned ShmIface::progress() {
-    unsigned n = hub_->progress_ctrl();
+    unsigned n = hub_->ctrl_quiet() ? 0 : hub_->progress_ctrl(); // the hub's own idle check, without its call
     // Index loop: an AM handler may create endpoints (appending to eps_).
     for (size_t i = 0; i < eps_.size(); ++i) n += eps_[i]->progress();
     return n;

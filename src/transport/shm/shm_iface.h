@@ -208,6 +208,14 @@ struct ShmTunables {
     int64_t peer_timeout_ns = 10'000'000'000;
 };
 
+// Inline: ShmIface::quiet() asks every endpoint on every idle progress call of the UCX module.
+inline bool ShmEp::idle() {
+    auto *mine = reinterpret_cast<const ShmExtra *>(ch_.local_extra());
+    return active_ + peer_map_.pending() == 0 && replies_.empty() && gets_.empty() && sendq_.empty() &&
+           pending_.empty() && mine->grant.seq.load(std::memory_order_acquire) == serviced_grant_ && ch_.rx_empty();
+}
+inline bool ShmEp::quiet() { return !ch_.up() || idle(); }
+
 class ShmIface final : public InterfaceBase {
   public:
     static gdx_status_t create(const Config &cfg, std::unique_ptr<Interface> *out);
