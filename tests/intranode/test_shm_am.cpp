@@ -239,5 +239,67 @@ TEST_F(ShmAm, RefusalsDoNotPack) {
     EXPECT_EQ(dst, src) << "the put before the fence did not land first";
 }
 
+// tp::Interface::quiet, what the UCX module asks before it walks the engine, the interface and its endpoints on
+// each progress call: true only where progress() would find nothing. A quiet answer that hid a connection or a
+// record would stall UCP, so everything here is driven by a loop that skips progress() whenever quiet() says so, as
+// the module's progress does: connecting, a message in the ring and a burst of them must all still get through.
+TEST_F(ShmAm, QuietOnlyWhenProgressHasNothingToDo) {
+    ASSERT_EQ(open_transport("shm", "memory", {}, &tp), GDX_OK);
+    ASSERT_EQ(tp.iface->set_am_handler(kId, on_am, this), GDX_OK);
+    ASSERT_EQ(tp.iface->ep_create(&a), GDX_OK);
+    ASSERT_EQ(tp.iface->ep_create(&b), GDX_OK);
+    ASSERT_EQ(a->connect(b->address()), GDX_INPROGRESS);
+    ASSERT_EQ(b->connect(a->address()), GDX_INPROGRESS);
+    EXPECT_FALSE(tp.iface->quiet()) << "quiet while two channels are connecting";
+    unsigned quiet = 0, busy = 0;
+    auto step = [&] {
+        if (tp.iface->quiet()) ++quiet;
+        else {
+            ++busy;
+            tp.iface->progress();
+        }
+    };
+    auto until = [&](auto done) {
+        auto end = std::chrono::steady_clock::now() + kLimit;
+        while (!done()) {
+            step();
+            if (std::chrono::steady_clock::now() > end) return false;
+        }
+        return true;
+    };
+    ASSERT_TRUE(until([&] { return a->state() == GDX_OK && b->state() == GDX_OK; })) << "connect under quiet()";
+
+    // Up and idle: quiet, but for the hub's look at its control sockets on every 32nd call.
+    quiet = busy = 0;
+    for (int i = 0; i < 320; ++i) step();
+    EXPECT_GE(quiet, 280u);
+    EXPECT_GE(busy, 9u) << "the control-socket look never came";
+
+    // A message in the ring: not quiet until progress() has delivered it.
+    const uint64_t v = 0x1122334455667788ull;
+    ASSERT_EQ(a->am_short(kId, &v, sizeof(v)), GDX_OK);
+    EXPECT_FALSE(tp.iface->quiet()) << "quiet with a record in the ring";
+    ASSERT_TRUE(until([&] { return !got.empty(); })) << "the message never came under quiet()";
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].size(), sizeof(v));
+    EXPECT_EQ(std::memcmp(got[0].data(), &v, sizeof(v)), 0);
+
+    // A burst, in order, byte-exact.
+    got.clear();
+    constexpr uint64_t kBurst = 5000;
+    for (uint64_t i = 0; i < kBurst; ++i) {
+        gdx_status_t st;
+        while ((st = a->am_short(kId, &i, sizeof(i))) == GDX_ERR_NO_RESOURCE) step();
+        ASSERT_EQ(st, GDX_OK) << i;
+    }
+    ASSERT_TRUE(until([&] { return got.size() >= kBurst; })) << got.size() << " of " << kBurst << " arrived";
+    for (uint64_t i = 0; i < kBurst; ++i) {
+        uint64_t w;
+        ASSERT_EQ(got[i].size(), sizeof(w));
+        std::memcpy(&w, got[i].data(), sizeof(w));
+        ASSERT_EQ(w, i) << "out of order or altered";
+    }
+}
+
 } // namespace
 } // namespace gdx::test
