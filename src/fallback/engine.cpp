@@ -337,7 +337,12 @@ void Engine::dispatch(PeerLink &peer, const CtrlMsg &m) {
 }
 
 bool Engine::quiet() {
-    return peers_->empty() && target_->idle() && pipeline_->idle() && iface_.quiet();
+    if (!target_->idle() || !pipeline_->idle()) return false;
+    // With no request or job active a peer is waited on only for slots it holds of our pools (waits_on); the
+    // silence clock, BYE retries, credit returns and queued messages are PeerLink::quiet's.
+    for (auto &[ep, link] : *peers_)
+        if (!link->quiet() || pools_->owed_by(*link)) return false;
+    return iface_.quiet();
 }
 
 unsigned Engine::progress() {

@@ -141,8 +141,9 @@ class Engine {
 
     // Drives the transport, the copies and every request; returns how many events it processed.
     unsigned progress();
-    // progress() would do nothing now: no peer was ever used, no copy-out, stage-out or request is active, and the
-    // transport is quiet (tp::Interface::quiet). Loads only: callers spin on it (the UCX module's progress).
+    // progress() would do nothing now: no copy-out, stage-out or request is active, no peer has anything pending
+    // (PeerLink::quiet) or holds slots of our pools, and the transport is quiet (tp::Interface::quiet). Loads only:
+    // callers spin on it (the UCX module's progress), also after large transfers used the peers.
     bool quiet();
 
     // Drops the engine's state for an endpoint about to be destroyed (slots it holds of our pools come back).

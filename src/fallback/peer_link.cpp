@@ -153,6 +153,13 @@ void PeerLink::return_unfilled_credits() {
         if (w.ready()) w.return_unfilled(*this, pool);
 }
 
+bool PeerLink::quiet() const {
+    if (!queue_.empty() || bye_ == Bye::Pending || (!reclaimed && broken())) return false;
+    for (const auto &[pool, w] : wallets_)
+        if (w.ready() && w.has_unfilled()) return false;
+    return true;
+}
+
 unsigned PeerLink::flush() {
     unsigned n = 0;
     while (!queue_.empty()) {

@@ -50,6 +50,12 @@ class CreditWallet {
     gdx_status_t on_recall(PeerLink &peer, uint16_t pool);
 
     bool ready() const { return rkey_ != nullptr; }
+    // An idle slot granted to us and never filled: return_unfilled would give it back.
+    bool has_unfilled() const {
+        for (uint16_t s : idle_)
+            if (s < held_.size() && held_[s] == 1) return true;
+        return false;
+    }
     gdx_status_t error() const { return error_; }
     uint64_t slot_addr(uint16_t slot) const { return base_ + uint64_t(slot) * slot_size_; }
     uint64_t slot_size() const { return slot_size_; }
@@ -88,6 +94,9 @@ class PeerLink {
     // Retries queued messages in order; returns how many went out.
     unsigned flush();
     bool queue_empty() const { return queue_.empty(); }
+    // Engine::progress would do nothing for this peer while no request or job uses it: nothing queued, no BYE to
+    // retry, not broken and waiting to be reclaimed, no granted slot to give back (Engine::quiet).
+    bool quiet() const;
     // CreditWallet::return_unfilled for every pool of the peer (no request of ours uses it now).
     void return_unfilled_credits();
     // The endpoint reports an error, or the peer was declared dead (silent, or said BYE): whatever waits on this

@@ -53,7 +53,10 @@ void PeerLink::watch(unsigned waiting, int64_t now_ns, int64_t timeout_ns) {
     const int64_t step = last_watch_ns_ != 0 ? std::min(now_ns - last_watch_ns_, timeout_ns / 4) : 0;
     last_watch_ns_ = now_ns;
     if (waiting == 0 || dead_ != GDX_OK || timeout_ns <= 0) {
-        quiet_ns_ = 0; // the clock starts with a wait, not at the last word
+        // The clock starts with a wait, not at the last word; and the first watch of a wait adds nothing, since
+        // watches stop while the engine is quiet (Engine::quiet): an idle stretch is never counted as silence.
+        quiet_ns_ = 0;
+        last_watch_ns_ = 0;
         return;
     }
     quiet_ns_ = heard_since_watch_ ? 0 : quiet_ns_ + step;

@@ -258,5 +258,51 @@ TEST(PathReportText, ATinyShareOfAMixedRequestIsShownInBytes) {
     EXPECT_NE(p.describe().find("] 66.7% + staged["), std::string::npos) << p.describe();
 }
 
+// Engine::quiet (what the UCX module asks before each progress call) after peers have been used: false while a
+// staged request, the peer's copy-out or a control message is under way, true once everything settled, and a run
+// that skips progress() whenever it says true still completes staged puts and gets both ways. Quiet must not wait
+// for a first transfer only: an MPI job's small messages come after its large ones.
+TEST_F(StagingLoop, QuietOnceStagedTransfersSettledAndNeverBeforeTheyComplete) {
+    auto none = [this](uintptr_t addr, size_t) { return user_mem(addr); };
+    opt_a.refuse = opt_b.refuse = none; // every user byte staged, on both sides
+    start();
+    EXPECT_TRUE(a.engine->quiet() && b.engine->quiet()) << "a fresh engine pair with nothing to do";
+    HostBuf src, dst;
+    ASSERT_NO_FATAL_FAILURE(make_buf(a, b, 3 * 4096 + 5, 11, &src));
+    ASSERT_NO_FATAL_FAILURE(make_buf(b, a, 3 * 4096 + 5, 22, &dst));
+    // Progress only where quiet() says there is something to do; count the calls skipped.
+    unsigned skipped = 0;
+    auto step = [&] {
+        for (EngineSide *s : {&a, &b}) {
+            if (s->engine->quiet()) ++skipped;
+            else s->engine->progress();
+        }
+    };
+    auto until = [&](const std::function<bool()> &pred) {
+        for (long i = 0; i < 2000000; ++i) {
+            if (pred()) return true;
+            step();
+        }
+        return pred();
+    };
+    for (int round = 0; round < 3; ++round) {
+        fb::Request put, get;
+        ASSERT_EQ(a.engine->put(*a.ep, *src.reg, 0, *dst.remote, 0, src.mem.size(), &put), GDX_INPROGRESS);
+        EXPECT_FALSE(a.engine->quiet()) << "quiet with a request of its own active";
+        ASSERT_TRUE(until([&] { return put.status != GDX_INPROGRESS; })) << "staged put stalled under quiet()";
+        ASSERT_EQ(put.status, GDX_OK) << put.error;
+        EXPECT_EQ(put.path.bytes_direct, 0u);
+        EXPECT_EQ(first_mismatch(dst.mem.data(), dst.mem.size(), 11), -1) << "round " << round;
+        ASSERT_EQ(b.engine->get(*b.ep, *dst.reg, 0, *src.remote, 0, src.mem.size(), &get), GDX_INPROGRESS);
+        ASSERT_TRUE(until([&] { return get.status != GDX_INPROGRESS; })) << "staged get stalled under quiet()";
+        ASSERT_EQ(get.status, GDX_OK) << get.error;
+        // Settles: both engines quiet again within a bounded number of calls (credits returned, messages sent).
+        ASSERT_TRUE(until([&] { return a.engine->quiet() && b.engine->quiet(); })) << "never quiet after round "
+                                                                                   << round;
+        fill_pattern(dst.mem.data(), dst.mem.size(), 22);
+    }
+    EXPECT_GT(skipped, 0u);
+}
+
 } // namespace
 } // namespace gdx::test

@@ -148,6 +148,7 @@ class LoopIface final : public tp::Interface {
         return GDX_OK;
     }
     unsigned progress() override;
+    bool quiet() override { return inbox.empty() && completed.empty(); } // progress() would do nothing
 
     LoopFabric &fabric() { return *fabric_; }
     const LoopOptions &opt() const { return opt_; }
