@@ -552,7 +552,7 @@ void StagingPipeline::complete(Op &op) {
 }
 
 unsigned StagingPipeline::progress() {
-    if (active_.empty() && done_.empty()) return 0; // every progress of the UCX module comes here, most idle
+    if (idle()) return 0;
     unsigned n = 0;
     size_t keep = 0;
     for (size_t i = 0; i < active_.size(); ++i) {

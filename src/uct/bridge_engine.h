@@ -90,11 +90,6 @@ class UctEngine {
     unsigned progress();
     // Work that needs progress() even when the transport's wakeup fd stays quiet.
     bool busy() const;
-    // progress() would do nothing now (no UCT completion or endpoint waits, and the engine is quiet).
-    bool quiet() {
-        return done_.empty() && cancelled_.empty() && waiting_eps_.empty() && deregs_.empty() && graveyard_.empty() &&
-               eng_->quiet();
-    }
 
     // `ep` issued engine requests (or is about to): its state is looked at from progress() until it goes.
     void ep_used(gdx_uct_ep *ep);

@@ -275,12 +275,7 @@ extern "C" void gdx_uct_iface_attr(gdx_uct_iface_t *iface, gdx_uct_iface_attr_t 
 
 extern "C" unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface, int *failure_due) {
     if ((++iface->failure_tick & 15) == 0) iface->failure_due = true;
-    // UCP's worker spins on this: an idle call is a handful of loads (a message landing mid-call waits for its end,
-    // so every instruction of an idle call is latency; callgrind, UCX 1.22 tag_lat: ~365 instructions per idle
-    // call through the engine, the transport, its hub and endpoints, against ~47 for UCX's mm).
-    unsigned n = 0;
-    if (!(iface->ue != nullptr ? iface->ue->quiet() : iface->itf->quiet()))
-        n = iface->ue != nullptr ? iface->ue->progress() : iface->itf->progress();
+    const unsigned n = iface->ue != nullptr ? iface->ue->progress() : iface->itf->progress(); // idle: Engine::quiet
     *failure_due = iface->failure_due ? 1 : 0; // after progress: it may have broken an endpoint
     return n;
 }

@@ -22,6 +22,14 @@ constexpr uint32_t kCtrlMagic = 0x43584447; // "GDXC"
 constexpr uint8_t kAddrVersion = 2;
 constexpr uint32_t kCapsCma = 1;
 
+// 64 random bits, or, where getrandom fails, the clock mixed with `salt`: for values that must differ between
+// channels and runs (the CMA probe word, the ring's nonce), not for secrets.
+uint64_t random_or_clock(uint64_t salt) {
+    uint64_t r = 0;
+    if (secure_random_u64(&r) != GDX_OK) r = static_cast<uint64_t>(Hub::now_ns()) * 0x9e3779b97f4a7c15ull ^ salt;
+    return r;
+}
+
 void close_fds(const int *fds, size_t n) {
     for (size_t i = 0; i < n; ++i)
         if (fds[i] >= 0) close(fds[i]);
@@ -73,9 +81,7 @@ gdx_status_t decode_ep_address(std::span<const uint8_t> in, EpAddress *out, std:
 Channel::Channel(Hub *hub, ChannelOwner *owner, size_t extra_addr_len)
     : hub_(hub), owner_(owner), extra_addr_len_(extra_addr_len) {
     ep_id_ = hub_->add_channel(this);
-    uint64_t r = 0;
-    if (secure_random_u64(&r) != GDX_OK) r = static_cast<uint64_t>(Hub::now_ns()) * 0x9e3779b97f4a7c15ull;
-    probe_word_ = r | 1;
+    probe_word_ = random_or_clock(ep_id_) | 1;
 }
 
 Channel::~Channel() {
@@ -125,10 +131,8 @@ gdx_status_t Channel::make_segment() {
     if (st != GDX_OK) return st;
     // The consumer (us) starts the ring; the producer reads these when it maps the segment. The nonce keeps stale
     // body bytes of earlier laps from passing for a published header (ring.h).
-    uint64_t r = 0;
-    if (secure_random_u64(&r) != GDX_OK) r = static_cast<uint64_t>(Hub::now_ns()) * 0x9e3779b97f4a7c15ull ^ ep_id_;
     auto *ctl = new (own_.base()) RingCtl{};
-    ctl->nonce = ring_nonce(r);
+    ctl->nonce = ring_nonce(random_or_clock(ep_id_));
     local_extra_ = own_.base() + kRingDataOff + c.ring_size;
     return GDX_OK;
 }

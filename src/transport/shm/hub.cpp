@@ -180,14 +180,15 @@ bool Hub::ctrl_quiet() {
 }
 
 unsigned Hub::progress_ctrl(bool force) {
+    // This runs on every progress call of the interface: the idle case reads the coarse clock on every 32nd call
+    // only (a clock read cost as much as the rest of an idle call; 32 calls are microseconds, the interval ms).
+    if (!force && ctrl_quiet()) return 0;
     bool connecting = false;
     for (Channel *c : channels_)
         if (c->state() == Channel::State::Connecting) connecting = true;
     maybe_connecting_ = connecting;
-    bool busy = connecting || !pending_.empty();
-    // This runs on every progress call of the interface: the idle case reads the coarse clock on every 32nd call
-    // only (a clock read cost as much as the rest of an idle call; 32 calls are microseconds, the interval ms).
-    if (!force && !busy && (++idle_calls_ & 31) != 0) return 0;
+    const bool busy = connecting || !pending_.empty();
+    if (!busy) ++idle_calls_; // the 32nd idle call (ctrl_quiet counts the others): look, once per tick at most
     int64_t tick = coarse_ns();
     if (!force && !busy && tick < next_poll_ns_) return 0;
     next_poll_ns_ = tick + kCtrlPollIntervalNs;
