@@ -15,7 +15,9 @@
 #     --rounds      alternating rounds (default 10; --reps is the old name)
 #     --sizes       tag_bw message sizes (default 65536 1048576 16777216); tag_lat runs at 8 bytes
 #     --configs     default: ucx-posix=posix ucx-sysv=sysv gdx-shm=gdx_shm,gdx_aux:aux (names starting with gdx-
-#                   load the module; the others run UCX alone, as a user without gdx would)
+#                   load the module; the others run UCX alone, as a user without gdx would); a configuration may
+#                   add environment of its own after its UCX_TLS: name=TLS+VAR=V+VAR=V (e.g.
+#                   gdx-shm-fence=gdx_shm,gdx_aux:aux+GDX_SHM_MEMBARRIER=no)
 #     --gdx-env     extra environment for the gdx configurations only
 #     --cpus        server and client CPUs (default 0,1; taskset)
 #   The GPU machine, upstream UCX 1.22 built into /tmp/ucx-cuda and the module built against its sources
@@ -89,7 +91,7 @@ fi
 tmp=$(mktemp -d /tmp/ucx_vs_gdx.XXXXXX) || die "mktemp failed"
 trap 'rm -rf "$tmp"' EXIT
 
-# name TLS MODULE (empty for UCX alone), one per line; base-<name> for the baseline module's gdx configurations
+# name TLS[+VAR=V...] MODULE ("-" for UCX alone), one per line; base-<name> for the baseline module's gdx configurations
 cfg_list() {
   local c name tls
   for c in $configs; do
@@ -125,10 +127,14 @@ wait_listen() {
   done
 }
 
-# run_one TLS MODULE TEST SIZE ITERS -> the client's Final line fields (after "Final:"), or nothing on failure
+# run_one TLS[+VAR=V...] MODULE TEST SIZE ITERS -> the client's Final line fields (after "Final:"), or nothing on
+# failure
 run_one() {
-  local tls="$1" mod="$2" test="$3" size="$4" iters="$5" port spid crc src envs=("${ucx_env[@]}" UCX_TLS="$tls")
+  local tls="${1%%+*}" mod="$2" test="$3" size="$4" iters="$5" port spid crc src extra=() envs
+  [ "$1" != "$tls" ] && IFS=+ read -r -a extra <<<"${1#*+}"
+  envs=("${ucx_env[@]}" UCX_TLS="$tls")
   [ "$mod" != - ] && envs+=("$(load_env "$mod")" $gdx_env)
+  envs+=("${extra[@]}")
   port=$(free_port)
   env "${envs[@]}" taskset -c "$srv_cpu" timeout "$timeout_s" "$perftest" -p "$port" >"$tmp/srv" 2>&1 &
   spid=$!

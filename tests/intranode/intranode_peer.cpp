@@ -200,6 +200,12 @@ std::string handle(const std::string &line) {
         return bad < 0 ? "ok" : "bad " + std::to_string(bad);
     }
     if (c == "put" || c == "get") return do_op(c == "put", w);
+    if (c == "am_after" && w.size() >= 5) { // am_after <ns> <id> <len> <seed>: spin <ns>, then as "am"
+        auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(std::stoll(w[1]));
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        return handle("am " + w[2] + " " + w[3] + " " + w[4]);
+    }
     if (c == "am") {
         uint8_t id = static_cast<uint8_t>(std::stoi(w[1]));
         size_t len = std::stoull(w[2]);

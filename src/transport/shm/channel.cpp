@@ -21,6 +21,9 @@ constexpr uint32_t kCtrlMagic = 0x43584447; // "GDXC"
 // another version would read our ring wrongly, so its address is refused.
 constexpr uint8_t kAddrVersion = 2;
 constexpr uint32_t kCapsCma = 1;
+// HELLO flags: the sender may try cross-memory attach; the sender's receiver issues membarrier() before it sleeps
+// (Hub::membarrier_wakeup), so a producer registered itself may skip the fence of every send.
+constexpr uint32_t kHelloCma = 1, kHelloMembarrier = 2;
 
 // 64 random bits, or, where getrandom fails, the clock mixed with `salt`: for values that must differ between
 // channels and runs (the CMA probe word, the ring's nonce), not for secrets.
@@ -194,7 +197,8 @@ std::vector<uint8_t> Channel::hello_body(uint16_t type) const {
     store_le64(t + 16, hub_->config().ring_size);
     store_le64(t + 24, reinterpret_cast<uintptr_t>(&probe_word_));
     store_le64(t + 32, probe_word_);
-    store_le32(t + 40, hub_->config().cma != Ternary::No ? 1u : 0u);
+    store_le32(t + 40, (hub_->config().cma != Ternary::No ? kHelloCma : 0u) |
+                           (hub_->membarrier_wakeup() ? kHelloMembarrier : 0u));
     return m;
 }
 
@@ -346,7 +350,9 @@ void Channel::go_up(int peer_seg_fd, uint64_t seg_size, int peer_evfd, uint64_t 
     max_record_ = c.ring_size / 8;
     own_.close_fd(); // the peer holds its own reference now
     i_can_cma_ = false;
-    if (c.cma != Ternary::No && (peer_flags & 1u) != 0) {
+    // Both registered: the peer's arm() sends us a barrier (and we it), so publishing needs no fence of its own.
+    fence_free_ = hub_->membarrier_wakeup() && (peer_flags & kHelloMembarrier) != 0;
+    if (c.cma != Ternary::No && (peer_flags & kHelloCma) != 0) {
         st = cma_probe(peer_pid_, probe_addr, probe_value, c.cma == Ternary::Yes);
         if (st == GDX_OK) i_can_cma_ = true;
         else if (c.cma == Ternary::Yes) return fail(st, "GDX_SHM_CMA=yes but cross-memory attach is refused");
@@ -354,8 +360,9 @@ void Channel::go_up(int peer_seg_fd, uint64_t seg_size, int peer_evfd, uint64_t 
     state_ = State::Up;
     uint32_t caps = i_can_cma_ ? kCapsCma : 0;
     push(kRecCaps, 0, 0, &caps, sizeof(caps), nullptr, 0); // first record of an empty ring: always fits
-    GDX_DEBUG(c.transport, "endpoint %" PRIu64 " up with pid %d (cma %s)", ep_id_, static_cast<int>(peer_pid_),
-              i_can_cma_ ? "yes" : "no");
+    GDX_DEBUG(c.transport, "endpoint %" PRIu64 " up with pid %d (cma %s, wakeup handshake: %s)", ep_id_,
+              static_cast<int>(peer_pid_), i_can_cma_ ? "yes" : "no",
+              fence_free_ ? "membarrier" : "fence on every send");
     owner_->on_up();
 }
 
@@ -383,10 +390,13 @@ void Channel::release_peer() {
 }
 
 void Channel::signal_peer() {
-    // Dekker with Hub::arm(): our seq store (RingWriter::publish), then this fence, then the load of the peer's
+    // Dekker with Hub::arm(): our seq store (RingWriter::publish), then a fence, then the load of the peer's
     // sleeping flag; the peer stores sleeping, fences, then loads the seq word at its head (RingReader::empty).
-    // One of us sees the other.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // One of us sees the other. The fence waits until the record's line is ours (a cache miss to the peer's core
+    // on every message), so where both processes are registered for membarrier the peer's arm() provides it
+    // instead, and here only the compiler keeps the load after the store.
+    if (fence_free_) std::atomic_signal_fence(std::memory_order_seq_cst);
+    else std::atomic_thread_fence(std::memory_order_seq_cst);
     auto *ctl = reinterpret_cast<RingCtl *>(peer_seg_.base());
     if (ctl->sleeping.load(std::memory_order_relaxed) != 0 && ctl->sleeping.exchange(0) != 0) {
         uint64_t one = 1;

@@ -111,6 +111,8 @@ class Channel {
     pid_t peer_pid() const { return peer_pid_; } // in our pid namespace (SO_PEERCRED)
     bool i_can_cma() const { return i_can_cma_; }       // process_vm_* from us on the peer works
     bool peer_can_cma() const { return peer_can_cma_; } // the peer says it works in its direction
+    // Sends skip the store-load fence of the wakeup handshake (both processes use membarrier; Hub::arm).
+    bool fence_free() const { return fence_free_; }
     uint64_t local_ep_id() const { return ep_id_; }
     const EpAddress &peer() const { return remote_; }
     uint8_t *local_extra() const { return local_extra_; } // this side's extra area (extra_size bytes), or null
@@ -158,6 +160,7 @@ class Channel {
     RingReader rx_;
     size_t max_record_ = 0;
     bool i_can_cma_ = false, peer_can_cma_ = false;
+    bool fence_free_ = false;
     volatile uint64_t probe_word_ = 0; // the peer reads it with process_vm_readv to learn whether CMA works
     uint64_t rx_records_ = 0;
 

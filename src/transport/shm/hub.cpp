@@ -8,8 +8,11 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <linux/membarrier.h>
+#include <mutex>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace gdx::tp::shm {
@@ -49,6 +52,43 @@ int64_t clock_ns(clockid_t id) {
 }
 } // namespace
 
+namespace {
+int sys_membarrier(int cmd) { return static_cast<int>(syscall(__NR_membarrier, cmd, 0u, 0)); }
+
+// Registers this process for MEMBARRIER_CMD_GLOBAL_EXPEDITED (the barrier a sleeping receiver sends its senders;
+// Hub::arm). Once per process: a fork()ed child is not registered (the kernel clears it with the new mm), so the
+// pid is part of the answer. GDX_OK, or the status with *why saying what refused it.
+gdx_status_t register_membarrier(std::string *why) {
+    static std::mutex m;
+    static pid_t done_pid = 0;
+    static gdx_status_t done_st = GDX_OK;
+    static std::string done_why;
+    std::lock_guard<std::mutex> g(m);
+    if (done_pid == getpid()) {
+        *why = done_why;
+        return done_st;
+    }
+    done_pid = getpid();
+    done_st = GDX_OK;
+    done_why.clear();
+    int cmds = sys_membarrier(MEMBARRIER_CMD_QUERY);
+    const int need = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
+    if (cmds < 0) {
+        done_why = std::string("membarrier(QUERY) failed: ") + std::strerror(errno) + " (no CONFIG_MEMBARRIER, or a "
+                   "seccomp filter)";
+        done_st = GDX_ERR_UNSUPPORTED;
+    } else if ((cmds & need) != need) {
+        done_why = "the kernel offers no MEMBARRIER_CMD_GLOBAL_EXPEDITED (Linux >= 4.16)";
+        done_st = GDX_ERR_UNSUPPORTED;
+    } else if (sys_membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0) {
+        done_why = std::string("membarrier(REGISTER_GLOBAL_EXPEDITED) failed: ") + std::strerror(errno);
+        done_st = GDX_ERR_UNSUPPORTED;
+    }
+    *why = done_why;
+    return done_st;
+}
+} // namespace
+
 int64_t Hub::now_ns() { return clock_ns(CLOCK_MONOTONIC); }
 int64_t Hub::coarse_ns() { return clock_ns(CLOCK_MONOTONIC_COARSE); }
 
@@ -69,6 +109,14 @@ gdx_status_t Hub::create(const HubConfig &cfg, std::unique_ptr<Hub> *out) {
     if (h->epoll_fd_ < 0) return fail_errno(GDX_ERR_IO, errno, cfg.transport, "epoll_create1");
     h->watch(h->listen_fd_);
     h->watch(h->event_fd_);
+    if (cfg.membarrier != Ternary::No) {
+        std::string why;
+        h->membarrier_ = register_membarrier(&why) == GDX_OK;
+        if (!h->membarrier_ && cfg.membarrier == Ternary::Yes)
+            return GDX_FAIL(GDX_ERR_UNSUPPORTED, cfg.transport, "GDX_SHM_MEMBARRIER=yes: %s", why.c_str());
+        if (!h->membarrier_)
+            GDX_DEBUG(cfg.transport, "wakeup handshake: a fence on every send (%s)", why.c_str());
+    }
     *out = std::move(h);
     return GDX_OK;
 }
@@ -238,7 +286,21 @@ gdx_status_t Hub::arm() {
     for (Channel *c : channels_)
         if (c->up()) c->rx_ctl()->sleeping.store(1, std::memory_order_relaxed);
     // Dekker with Channel::signal_peer(): sleeping stored, fence, then each ring's seq word at its head (the
-    // producer's publishing store) is loaded by rx_empty().
+    // producer's publishing store) is loaded by rx_empty(). A producer that skips its half of the fence (both of
+    // us registered, Channel::fence_free_) gets it from membarrier(): every registered thread running now executes
+    // a full barrier before the call returns, so either its seq store is visible to our loads below, or its load
+    // of `sleeping` comes after the barrier and sees 1.
+    if (membarrier_ && sys_membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0) {
+        int e = errno;
+        disarm();
+        if (!barrier_failed_logged_) {
+            barrier_failed_logged_ = true;
+            GDX_WARN(cfg_.transport, "membarrier(GLOBAL_EXPEDITED) failed (%s): this interface will not sleep on its "
+                                     "wakeup fd (arm reports busy); set GDX_SHM_MEMBARRIER=no in every process",
+                     std::strerror(e));
+        }
+        return GDX_ERR_BUSY;
+    }
     std::atomic_thread_fence(std::memory_order_seq_cst);
     for (Channel *c : channels_) {
         if (c->up() && !c->rx_empty()) {

@@ -20,6 +20,7 @@ struct HubConfig {
     size_t ring_size = 1u << 20; // power of two
     size_t extra_size = 0;       // owner area at the end of each segment
     Ternary cma = Ternary::Try;  // GDX_SHM_CMA
+    Ternary membarrier = Ternary::Try; // GDX_SHM_MEMBARRIER
     int64_t conn_timeout_ns = 10'000'000'000;
 };
 
@@ -55,8 +56,13 @@ class Hub {
     // A channel started connecting: progress_ctrl() runs on every call until none is (it clears this).
     void note_connecting() { maybe_connecting_ = true; }
     // Drains the eventfd and marks every up channel's ring as sleeping. GDX_ERR_BUSY (nothing marked) when a
-    // ring already holds records: progress first.
+    // ring already holds records: progress first (or, once logged, when membarrier() failed: never a sleep that
+    // could miss a message).
     gdx_status_t arm();
+    // The wakeup handshake without a sender-side fence (GDX_SHM_MEMBARRIER): this process is registered for
+    // MEMBARRIER_CMD_GLOBAL_EXPEDITED, and arm() issues that barrier before it looks at the rings. A channel skips
+    // the fence of every send only when both ends say so (Channel::signal_peer).
+    bool membarrier_wakeup() const { return membarrier_; }
     // Clears the sleeping marks (after the caller woke up, or when arm() must report BUSY for other reasons).
     void disarm();
 
@@ -88,6 +94,8 @@ class Hub {
     int64_t next_poll_ns_ = 0; // coarse_ns() of the next look at the control sockets while idle
     unsigned idle_calls_ = 0;  // progress calls while idle: the clock is read on every 32nd
     bool maybe_connecting_ = false; // a channel may be Connecting (set by note_connecting, cleared by progress_ctrl)
+    bool membarrier_ = false;
+    bool barrier_failed_logged_ = false;
 };
 
 uint64_t host_identity(); // hash of the kernel's boot id: equal for every process of this boot

@@ -23,6 +23,7 @@ gdx_status_t ShmIface::create(const Config &cfg, std::unique_ptr<Interface> *out
     hc.ring_size = cfg.size(ShmVar::SHM_RING_SIZE);
     hc.extra_size = sizeof(ShmExtra);
     hc.cma = cfg.ternary(ShmVar::SHM_CMA);
+    hc.membarrier = cfg.ternary(ShmVar::SHM_MEMBARRIER);
     hc.conn_timeout_ns = cfg.duration(TransportVar::CONN_TIMEOUT).count();
     gdx_status_t st = Hub::create(hc, &ifc->hub_);
     if (st != GDX_OK) return st;
