@@ -72,6 +72,7 @@ enum Cap : uint64_t {
     kCapErrHandling = 1u << 9, // a dead peer fails outstanding operations (never hangs)
     kCapPeerMap = 1u << 10,    // memory from MemoryDomain::alloc_shared can be mapped by peers (Endpoint::map_remote)
     kCapAmInPlace = 1u << 11,  // am_short_iov and am_bcopy_pack write straight into the transport's buffers
+    kCapAmZcopyCopies = 1u << 12, // am_zcopy copies the payload before it returns: no fewer copies than am_bcopy
 };
 
 inline uint32_t type_bit(mem::MemType t) { return 1u << static_cast<unsigned>(t); }

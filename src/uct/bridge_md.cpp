@@ -220,6 +220,7 @@ extern "C" void gdx_uct_md_close(gdx_uct_md_t *md) {
 
 extern "C" void gdx_uct_md_query(gdx_uct_md_t *md, gdx_uct_md_attr_t *attr) {
     const tp::Capabilities &caps = md->anchor->caps();
+    attr->am_zcopy_copies = (caps.flags & tp::kCapAmZcopyCopies) != 0 ? 1 : 0;
     if (md->ue) {
         // The engine registers every kind it can detect: what the transport does not reach, it stages. Host memory
         // only where the transport reaches it: a transport that stages through peer-mapped pools alone (cuda_ipc)

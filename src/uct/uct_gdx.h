@@ -83,6 +83,7 @@ typedef struct {
     int reg_cuda_managed;
     int engine;               /* put/get zcopy go through the staging engine (any kind it detects, staged where
                                  the transport does not reach it) */
+    int am_zcopy_copies;      /* am_zcopy copies host payload as am_bcopy does (a registration bought for nothing) */
 } gdx_uct_md_attr_t;
 
 /* Does `tl` have at least one device? (UCT lists an MD only when it has resources.) */

@@ -55,6 +55,11 @@ typedef uct_md_attr_t uct_gdx_md_attr_t;
  * handle cache, UCX >= 1.14): the MD must then grant every access right at registration (uct_gdx_md.c). */
 #define UCT_GDX_UCP_REUSES_MEMH UCT_GDX_HAVE_MD_ATTR_V2
 
+/* UCP selects protocols with its protocol v1 by default before 1.16 (UCX_PROTO_ENABLE=n): thresholds from md and
+ * iface attributes rather than from estimate_perf. The module is built against the UCX it runs under. */
+#include <uct/api/version.h>
+#define UCT_GDX_PROTO_V1_DEFAULT ((UCT_VERNO_MAJOR == 1) && (UCT_VERNO_MINOR < 16))
+
 /* UCX's defaults for the md attributes the glue does not set. UCT zeroes the structure before the query, and UCP
  * aligns an uncached registration to reg_alignment: 0 there made it register (nil)+0 (UCX 1.22, ucp_mem_map with
  * UCP_MEM_MAP_ALLOCATE of CUDA memory: "failed to register address (nil) (cuda) length 0 on md gdx_shm"). */

@@ -101,6 +101,19 @@ static ucs_status_t uct_gdx_md_query(uct_md_h uct_md, uct_gdx_md_attr_t *attr)
     /* gdx's host registration is a table insert (tcp, shm); verbs would pin pages, which is what UCT's ib MD
      * reports as a per-page cost. An estimate for protocol selection, not a measurement. */
     attr->reg_cost             = ucs_linear_func_make(1e-7, 0);
+#if UCT_GDX_PROTO_V1_DEFAULT
+    /* UCP's protocol v1 (the default before 1.16) sends host memory by eager zero-copy from
+     * reg_cost.c / (1/UCX_BCOPY_BW - 1/bandwidth) bytes on (ucp_ep_config_get_zcopy_auto_thresh): 933 B for
+     * gdx_shm. Its am_zcopy copies into the ring as am_bcopy does, so the registration buys nothing, and
+     * UCP 1.13 moved 64 KiB at 0.6x of what am_bcopy did (bench/results/cpu-2026-11-26d/). A cost of 16 us puts
+     * that threshold above the largest am_zcopy (~150 KiB and up, against 128 KiB), so host memory goes by
+     * am_bcopy up to the rendezvous threshold. It changes nothing else there: v1's rendezvous threshold takes no
+     * registration cost, and GPU memory (reg_mem_types) has a threshold of 1 whatever the cost. Protocol v2 (1.16
+     * on) estimates each protocol from the operations' own performance and keeps 1e-7. */
+    if (md->attr.am_zcopy_copies) {
+        attr->reg_cost = ucs_linear_func_make(16e-6, 0);
+    }
+#endif
     memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
     return UCS_OK;
 }

@@ -45,4 +45,18 @@ bad=$(UCX_GDX_SHM_RING_SIZE=3K ucx_info_with "$module" -d 2>&1)
 grep -q "GDX_SHM_RING_SIZE=3K is out of range; accepted: a power of two in 64K..1G" <<<"$bad" ||
   fail "UCX_GDX_SHM_RING_SIZE=3K not reported with its range: $bad"
 grep -q "Transport: $1\$" <<<"$bad" && fail "$1 still listed with UCX_GDX_SHM_RING_SIZE=3K"
+# Protocol v1 (UCX before 1.16) chooses host eager zero-copy from the md's registration cost; gdx_shm's am_zcopy
+# copies as am_bcopy does, so host messages must go by am_bcopy up to the rendezvous (uct_gdx_md.c). v1 prints
+# its thresholds as "tag_send: 0..<egr/short>..N..<egr/bcopy>..": v2 prints none (and selects by estimate).
+if [[ " $* " == *" gdx_shm "* ]]; then
+  ep=$(UCX_TLS=gdx_shm,gdx_aux:aux ucx_info_with "$module" -e -u t -P intra 2>&1)
+  line=$(grep -E '^#[[:space:]]+tag_send:' <<<"$ep")
+  if [ -n "$line" ]; then
+    grep -q "egr/bcopy" <<<"$line" || fail "v1 sends no host message over gdx_shm by eager bcopy: $line"
+    grep -q "egr/zcopy" <<<"$line" && fail "v1 sends host messages over gdx_shm by eager zero-copy: $line"
+    note "protocol v1 over gdx_shm:${line#*tag_send:}"
+  else
+    note "protocol v2: no v1 thresholds to check"
+  fi
+fi
 echo "PASS"

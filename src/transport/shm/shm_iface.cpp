@@ -35,7 +35,7 @@ gdx_status_t ShmIface::create(const Config &cfg, std::unique_ptr<Interface> *out
     size_t max_rec = hc.ring_size / 8;
     Capabilities &c = ifc->caps_;
     c.flags = kCapPut | kCapGet | kCapAmShort | kCapAmBcopy | kCapAmZcopy | kCapFlush | kCapFence | kCapWakeup |
-              kCapIntraNode | kCapErrHandling | kCapPeerMap | kCapAmInPlace;
+              kCapIntraNode | kCapErrHandling | kCapPeerMap | kCapAmInPlace | kCapAmZcopyCopies;
     c.direct_types = type_bit(mem::MemType::HostPageable) | type_bit(mem::MemType::HostPinned) |
                      type_bit(mem::MemType::HostRegistered);
     c.max_put = c.max_get = size_t{1} << 40;
