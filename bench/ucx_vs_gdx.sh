@@ -17,7 +17,8 @@
 #     --configs     default: ucx-posix=posix ucx-sysv=sysv gdx-shm=gdx_shm,gdx_aux:aux (names starting with gdx-
 #                   load the module; the others run UCX alone, as a user without gdx would); a configuration may
 #                   add environment of its own after its UCX_TLS: name=TLS+VAR=V+VAR=V (e.g.
-#                   gdx-shm-fence=gdx_shm,gdx_aux:aux+GDX_SHM_MEMBARRIER=no)
+#                   gdx-shm-fence=gdx_shm,gdx_aux:aux+GDX_SHM_MEMBARRIER=no), and a module of its own instead of
+#                   --module with +MODULE=PATH (a diagnosis build next to the product's, in the same rounds)
 #     --gdx-env     extra environment for the gdx configurations only
 #     --cpus        server and client CPUs (default 0,1; taskset)
 #   The GPU machine, upstream UCX 1.22 built into /tmp/ucx-cuda and the module built against its sources
@@ -132,6 +133,9 @@ wait_listen() {
 run_one() {
   local tls="${1%%+*}" mod="$2" test="$3" size="$4" iters="$5" port spid crc src extra=() envs
   [ "$1" != "$tls" ] && IFS=+ read -r -a extra <<<"${1#*+}"
+  local e kept=()
+  for e in "${extra[@]}"; do case "$e" in MODULE=*) mod=${e#MODULE=} ;; *) kept+=("$e") ;; esac; done
+  extra=("${kept[@]}")
   envs=("${ucx_env[@]}" UCX_TLS="$tls")
   [ "$mod" != - ] && envs+=("$(load_env "$mod")" $gdx_env)
   envs+=("${extra[@]}")

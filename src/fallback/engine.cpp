@@ -354,7 +354,8 @@ unsigned Engine::progress() {
     peers_->defer_sends(true); // our handlers run in here: their answers are queued and go out below
     unsigned n = iface_.progress();
     peers_->defer_sends(false);
-    n += target_->progress();
+    if (!target_->idle()) n += target_->progress(); // asked inline: a call that only delivered a message calls nothing
+
     // Until a peer is used (the UCX module's small messages never are: they bypass the engine) there is no silence
     // clock to run: no clock read, which costs as much as the rest of an idle progress (bench/results/uct-small-*).
     if (!peers_->empty()) {
@@ -365,7 +366,7 @@ unsigned Engine::progress() {
             link->retry_bye();
         }
     }
-    n += pipeline_->progress();
+    if (!pipeline_->idle()) n += pipeline_->progress();
     for (auto &[ep, link] : *peers_) {
         if (!link->broken() && !pipeline_->uses_peer(*link)) link->return_unfilled_credits();
         n += link->flush();

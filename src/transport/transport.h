@@ -216,8 +216,9 @@ class Endpoint {
     // The same without a buffer in between, where the transport has kCapAmInPlace (else GDX_ERR_UNSUPPORTED: the
     // caller gathers or packs into a buffer and calls am_short / am_bcopy). The handler sees one message either
     // way. UCX's own transports write a message where it goes; these let the UCX glue do the same.
-    //   am_short_iov   the pieces `segs`, in order (total <= max_am_short): UCT's am_short (its 8-byte header,
-    //                  then the payload) and am_short_iov.
+    //   am_short_iov   the pieces `segs`, in order (total <= max_am_short): UCT's am_short_iov.
+    //   am_short_hdr   an 8-byte header word, then `len` payload bytes (8 + len <= max_am_short): UCT's am_short,
+    //                  which every small UCP message takes; by default am_short_iov of the two pieces.
     //   am_bcopy_pack  the bytes `pack(dst, arg)` writes at dst, at most max_am_bcopy; *len gets what it returned.
     //                  pack must not call into this endpoint. GDX_ERR_NO_RESOURCE: not sent, and pack may have run
     //                  (where the transport cannot tell in advance whether the message will fit): a caller whose
@@ -227,6 +228,10 @@ class Endpoint {
         (void)id;
         (void)segs;
         return GDX_ERR_UNSUPPORTED;
+    }
+    virtual gdx_status_t am_short_hdr(uint8_t id, uint64_t header, const void *payload, size_t len) {
+        const AmSeg segs[2] = {{&header, sizeof(header)}, {payload, len}};
+        return am_short_iov(id, segs);
     }
     virtual gdx_status_t am_bcopy_pack(uint8_t id, AmPackFn pack, void *arg, size_t *len) {
         (void)id;

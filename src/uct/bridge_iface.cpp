@@ -452,6 +452,13 @@ extern "C" gdx_status_t gdx_uct_ep_am_short_iov(gdx_uct_ep_t *ep, uint8_t id, co
     return accepted(ep, ep->ep->am_short(id, iface->scratch.get(), total));
 }
 
+extern "C" gdx_status_t gdx_uct_ep_am_short(gdx_uct_ep_t *ep, uint8_t id, uint64_t header, const void *payload,
+                                           size_t length) {
+    if (ep->iface->in_place) return accepted(ep, ep->ep->am_short_hdr(id, header, payload, length));
+    const gdx_uct_seg_t segs[2] = {{&header, sizeof(header)}, {payload, length}};
+    return gdx_uct_ep_am_short_iov(ep, id, segs, 2);
+}
+
 extern "C" gdx_status_t gdx_uct_ep_am_bcopy_pack(gdx_uct_ep_t *ep, uint8_t id, gdx_uct_pack_cb_t pack, void *arg,
                                                  size_t *len) {
     gdx_uct_iface *iface = ep->iface;

@@ -172,6 +172,8 @@ typedef size_t (*gdx_uct_pack_cb_t)(void *dest, void *arg); /* uct_pack_callback
 /* am_short of `count` <= GDX_UCT_MAX_SEGS pieces, in order. Where the transport writes in place (shm), each
  * piece goes straight into the peer's ring; otherwise they are gathered into a per-interface buffer first. */
 gdx_status_t gdx_uct_ep_am_short_iov(gdx_uct_ep_t *ep, uint8_t id, const gdx_uct_seg_t *segs, size_t count);
+/* UCT's am_short: the 8-byte header, then `length` payload bytes (as am_short_iov of those two pieces). */
+gdx_status_t gdx_uct_ep_am_short(gdx_uct_ep_t *ep, uint8_t id, uint64_t header, const void *payload, size_t length);
 /* am_bcopy whose bytes `pack` writes: straight into the peer's ring where the transport writes in place, else
  * into a per-interface buffer first. *len = what pack returned (on GDX_OK). */
 gdx_status_t gdx_uct_ep_am_bcopy_pack(gdx_uct_ep_t *ep, uint8_t id, gdx_uct_pack_cb_t pack, void *arg, size_t *len);

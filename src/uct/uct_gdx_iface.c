@@ -156,17 +156,16 @@ static ucs_status_t uct_gdx_ep_check(uct_ep_h tl_ep, unsigned flags, uct_complet
     return UCS_OK;
 }
 
-/* Header and payload go to the bridge as two pieces, which a transport that writes in place (shm) copies straight
+/* Header and payload go to the bridge as they are, and a transport that writes in place (shm) copies them straight
  * into the peer's ring: no staging buffer, as UCX's own transports (the receiver sees them contiguous). */
 static ucs_status_t uct_gdx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header, const void *payload,
                                         unsigned length)
 {
-    uct_gdx_iface_t *iface    = UCT_GDX_EP_IFACE(tl_ep);
-    const gdx_uct_seg_t segs[] = {{&header, sizeof(header)}, {payload, length}}; /* payload may be NULL if 0 */
+    uct_gdx_iface_t *iface = UCT_GDX_EP_IFACE(tl_ep);
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(sizeof(header) + length, 0, iface->attr.max_am_short, "am_short");
-    return uct_gdx_op_status(iface, gdx_uct_ep_am_short_iov(UCT_GDX_EP(tl_ep), id, segs, 2), "am_short");
+    return uct_gdx_op_status(iface, gdx_uct_ep_am_short(UCT_GDX_EP(tl_ep), id, header, payload, length), "am_short");
 }
 
 static ucs_status_t uct_gdx_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_iov_t *iov, size_t iovcnt)

@@ -389,16 +389,9 @@ void Channel::release_peer() {
     peer_evfd_ = -1;
 }
 
-void Channel::signal_peer() {
-    // Dekker with Hub::arm(): our seq store (RingWriter::publish), then a fence, then the load of the peer's
-    // sleeping flag; the peer stores sleeping, fences, then loads the seq word at its head (RingReader::empty).
-    // One of us sees the other. The fence waits until the record's line is ours (a cache miss to the peer's core
-    // on every message), so where both processes are registered for membarrier the peer's arm() provides it
-    // instead, and here only the compiler keeps the load after the store.
-    if (fence_free_) std::atomic_signal_fence(std::memory_order_seq_cst);
-    else std::atomic_thread_fence(std::memory_order_seq_cst);
+void Channel::wake_peer() {
     auto *ctl = reinterpret_cast<RingCtl *>(peer_seg_.base());
-    if (ctl->sleeping.load(std::memory_order_relaxed) != 0 && ctl->sleeping.exchange(0) != 0) {
+    if (ctl->sleeping.exchange(0) != 0) {
         uint64_t one = 1;
         ssize_t n = write(peer_evfd_, &one, sizeof(one));
         (void)n; // EAGAIN: the counter is saturated, so the peer is awake anyway
@@ -413,22 +406,6 @@ bool Channel::push(uint8_t type, uint8_t id, uint16_t flags, const void *body, s
     if (payload_len) std::memcpy(p + body_len, payload, payload_len);
     end_record(type, id, flags, body_len + payload_len);
     return true;
-}
-
-uint8_t *Channel::begin_record(size_t max_body) {
-    if (state_ != State::Up || max_body > max_record_ - sizeof(RecHdr)) return nullptr;
-    open_rec_ = tx_.begin(sizeof(RecHdr) + max_body);
-    return open_rec_ != nullptr ? open_rec_ + sizeof(RecHdr) : nullptr;
-}
-
-void Channel::end_record(uint8_t type, uint8_t id, uint16_t flags, size_t body_len) {
-    size_t len = sizeof(RecHdr) + body_len;
-    RecHdr h{static_cast<uint32_t>(len), type, id, flags, 0};
-    std::memcpy(open_rec_, &h, kRecSeqOff); // seq is publish()'s, written last
-    open_rec_ = nullptr;
-    tx_.commit(len);
-    tx_.publish();
-    signal_peer();
 }
 
 unsigned Channel::poll(unsigned budget) {

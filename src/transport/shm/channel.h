@@ -94,10 +94,32 @@ class Channel {
     // body goes, with room for `max_body` bytes (nullptr when the ring has not that much free, or the channel is
     // not up); end_record() ends it at `body_len` <= max_body bytes, writes its header and publishes it as push()
     // does. Nothing else is pushed in between; a begun record that is never ended is never seen.
-    uint8_t *begin_record(size_t max_body);
-    void end_record(uint8_t type, uint8_t id, uint16_t flags, size_t body_len);
+    // (Inline, with signal_peer: the path of every small message.)
+    uint8_t *begin_record(size_t max_body) {
+        if (state_ != State::Up || max_body > max_record_ - sizeof(RecHdr)) return nullptr;
+        open_rec_ = tx_.begin(sizeof(RecHdr) + max_body);
+        return open_rec_ != nullptr ? open_rec_ + sizeof(RecHdr) : nullptr;
+    }
+    void end_record(uint8_t type, uint8_t id, uint16_t flags, size_t body_len) {
+        size_t len = sizeof(RecHdr) + body_len;
+        RecHdr h{static_cast<uint32_t>(len), type, id, flags, 0};
+        std::memcpy(open_rec_, &h, kRecSeqOff); // seq is publish()'s, written last
+        open_rec_ = nullptr;
+        tx_.commit(len);
+        tx_.publish();
+        signal_peer();
+    }
     // Wakes the peer if it sleeps on its wakeup fd (push() does this; for writers of the extra area).
-    void signal_peer();
+    void signal_peer() {
+        // Dekker with Hub::arm(): our seq store (RingWriter::publish), then a fence, then the load of the peer's
+        // sleeping flag; the peer stores sleeping, fences, then loads the seq word at its head (RingReader::empty).
+        // One of us sees the other. The fence waits until the record's line is ours (a cache miss to the peer's
+        // core on every message), so where both processes are registered for membarrier the peer's arm() provides
+        // it instead, and here only the compiler keeps the load after the store.
+        if (fence_free_) std::atomic_signal_fence(std::memory_order_seq_cst);
+        else std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (reinterpret_cast<RingCtl *>(peer_seg_.base())->sleeping.load(std::memory_order_relaxed) != 0) wake_peer();
+    }
     // Dispatches up to `budget` records to the owner; returns how many.
     unsigned poll(unsigned budget);
     bool rx_empty() { return !up() || rx_.empty(); }
@@ -139,6 +161,7 @@ class Channel {
     void go_up(int peer_seg_fd, uint64_t seg_size, int peer_evfd, uint64_t probe_addr, uint64_t probe_value,
                uint32_t peer_flags);
     void release_peer();
+    void wake_peer(); // signal_peer() found the peer's sleeping flag set
 
     Hub *hub_;
     ChannelOwner *owner_;

@@ -220,17 +220,10 @@ void Hub::handle_pending(size_t i) {
     c->on_hello(fd, cred, buf, len, fds, nfds);
 }
 
-bool Hub::ctrl_quiet() {
-    // The 32nd call goes to progress_ctrl, and every call while something connects.
-    if (maybe_connecting_ || !pending_.empty() || ((idle_calls_ + 1) & 31) == 0) return false;
-    ++idle_calls_;
-    return true;
-}
-
-unsigned Hub::progress_ctrl(bool force) {
-    // This runs on every progress call of the interface: the idle case reads the coarse clock on every 32nd call
-    // only (a clock read cost as much as the rest of an idle call; 32 calls are microseconds, the interval ms).
-    if (!force && ctrl_quiet()) return 0;
+unsigned Hub::look_ctrl(bool force) {
+    // progress_ctrl() runs on every progress call of the interface: the idle case reads the coarse clock on every
+    // 32nd call only (a clock read cost as much as the rest of an idle call; 32 calls are microseconds, the interval
+    // ms). Every call while something connects comes here.
     bool connecting = false;
     for (Channel *c : channels_)
         if (c->state() == Channel::State::Connecting) connecting = true;

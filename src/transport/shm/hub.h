@@ -49,10 +49,15 @@ class Hub {
 
     // Accepts connections, routes HELLOs, reads control messages, notices hang-ups and time-outs. Cheap unless
     // something is connecting or a millisecond has passed (or `force`). Returns the events handled.
-    unsigned progress_ctrl(bool force = false);
+    // Inline: the interface calls it on every progress call, and all but every 32nd idle one end here.
+    unsigned progress_ctrl(bool force = false) { return !force && ctrl_quiet() ? 0 : look_ctrl(force); }
     // progress_ctrl() would do nothing on this call: nothing connecting and no control-socket look due. Counts the
     // call as an idle one (so the look still comes every 32nd call).
-    bool ctrl_quiet();
+    bool ctrl_quiet() {
+        if (maybe_connecting_ || !pending_.empty() || ((idle_calls_ + 1) & 31) == 0) return false;
+        ++idle_calls_;
+        return true;
+    }
     // A channel started connecting: progress_ctrl() runs on every call until none is (it clears this).
     void note_connecting() { maybe_connecting_ = true; }
     // Drains the eventfd and marks every up channel's ring as sleeping. GDX_ERR_BUSY (nothing marked) when a
@@ -74,6 +79,7 @@ class Hub {
 
   private:
     Hub() = default;
+    unsigned look_ctrl(bool force); // progress_ctrl() past its idle check
     void accept_all();
     void handle_pending(size_t i);
     void drop_pending(size_t i);

@@ -537,16 +537,19 @@ unsigned ShmEp::progress() {
     // The interface calls this for every endpoint on each of its progress calls: an idle endpoint costs the few
     // loads of idle(), no clock and no queue walk (bench/results/uct-small-2026-11-25).
     if (idle()) return 0;
-    unsigned n = service_grant() ? 1 : 0;
+    // Each step is asked inline whether it has anything to do, so that a call that only delivers a message (the
+    // latency path) makes no call that returns at once (callgrind: ~100 instructions of such calls per message).
+    auto *mine = reinterpret_cast<const ShmExtra *>(ch_.local_extra());
+    unsigned n = mine->grant.seq.load(std::memory_order_relaxed) != serviced_grant_ && service_grant() ? 1 : 0;
     n += ch_.poll(kPollBudget);
     if (!ch_.up()) return n;
-    n += drain_replies() ? 1 : 0;
-    n += serve_get_streams() ? 1 : 0;
+    if (!replies_.empty()) n += drain_replies() ? 1 : 0;
+    if (!gets_.empty()) n += serve_get_streams() ? 1 : 0;
     while (!sendq_.empty() && push_put_data(*sendq_.front())) {
         sendq_.pop_front();
         ++n;
     }
-    n += pending_.dispatch([this] { return resources_free(); });
+    if (!pending_.empty()) n += pending_.dispatch([this] { return resources_free(); });
     if (active_ + peer_map_.pending() > 0) check_silence();
     return n;
 }

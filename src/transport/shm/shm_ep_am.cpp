@@ -33,6 +33,15 @@ gdx_status_t ShmEp::am_zcopy(uint8_t id, const void *header, size_t header_len, 
     return ch_.push(kRecAm, id, 0, header, header_len, payload, len) ? GDX_OK : GDX_ERR_NO_RESOURCE;
 }
 
+template <typename Fill> gdx_status_t ShmEp::am_in_ring(uint8_t id, size_t total, Fill fill) {
+    if (gdx_status_t st = am_ready(); st != GDX_OK) return st;
+    uint8_t *p = ch_.begin_record(total);
+    if (p == nullptr) return GDX_ERR_NO_RESOURCE;
+    fill(p);
+    ch_.end_record(kRecAm, id, 0, total);
+    return GDX_OK;
+}
+
 gdx_status_t ShmEp::am_short_iov(uint8_t id, std::span<const AmSeg> segs) {
     size_t total = 0;
     const void *data = segs.data(); // stands for the pieces in check_am_short: null when one has bytes but no data
@@ -41,16 +50,27 @@ gdx_status_t ShmEp::am_short_iov(uint8_t id, std::span<const AmSeg> segs) {
         if (s.data == nullptr && s.len != 0) data = nullptr;
     }
     if (gdx_status_t st = check_am_short(*iface_, id, data, total); st != GDX_OK) return st;
-    if (gdx_status_t st = am_ready(); st != GDX_OK) return st;
     // Each piece straight into the peer's ring: no buffer in between (UCT's header and payload arrive apart).
-    uint8_t *p = ch_.begin_record(total);
-    if (p == nullptr) return GDX_ERR_NO_RESOURCE;
-    for (const AmSeg &s : segs) {
-        if (s.len != 0) std::memcpy(p, s.data, s.len);
-        p += s.len;
-    }
-    ch_.end_record(kRecAm, id, 0, total);
-    return GDX_OK;
+    return am_in_ring(id, total, [segs](uint8_t *p) {
+        for (const AmSeg &s : segs) {
+            if (s.len != 0) std::memcpy(p, s.data, s.len);
+            p += s.len;
+        }
+    });
+}
+
+// UCT's am_short, the path of every small UCP message: the header word and the payload go straight into the ring,
+// with no list of pieces to build and walk (callgrind: ~50 instructions of the ~210 this send took through
+// am_short_iov).
+gdx_status_t ShmEp::am_short_hdr(uint8_t id, uint64_t header, const void *payload, size_t len) {
+    const size_t total = sizeof(header) + len;
+    if (gdx_status_t st = check_am_short(*iface_, id, payload != nullptr || len == 0 ? &header : nullptr, total);
+        st != GDX_OK)
+        return st;
+    return am_in_ring(id, total, [&](uint8_t *p) {
+        std::memcpy(p, &header, sizeof(header));
+        if (len != 0) std::memcpy(p + sizeof(header), payload, len);
+    });
 }
 
 gdx_status_t ShmEp::am_bcopy_pack(uint8_t id, AmPackFn pack, void *arg, size_t *len) {

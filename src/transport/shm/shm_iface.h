@@ -98,6 +98,7 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
                      Completion *comp) override;
     // am_short, am_bcopy: RingAmEndpoint's (through am_zcopy); the UCX glue calls these two instead (kCapAmInPlace)
     gdx_status_t am_short_iov(uint8_t id, std::span<const AmSeg> segs) override;
+    gdx_status_t am_short_hdr(uint8_t id, uint64_t header, const void *payload, size_t len) override;
     gdx_status_t am_bcopy_pack(uint8_t id, AmPackFn pack, void *arg, size_t *len) override;
     gdx_status_t am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
                           const MemHandle *memh, Completion *comp) override;
@@ -168,6 +169,8 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     bool fence_waits_on() const { return active_ > 0 || !sendq_.empty(); }
     bool resources_free();
     gdx_status_t am_ready();
+    // An active message of `total` bytes that fill(p) writes straight into the peer's ring.
+    template <typename Fill> gdx_status_t am_in_ring(uint8_t id, size_t total, Fill fill);
     // Nothing to do: no record, no grant for us, nothing queued, parked or outstanding.
     bool idle();
     // Fails the channel when the peer has been silent for GDX_PEER_TIMEOUT while operations are outstanding.
