@@ -1,5 +1,5 @@
-// shm active messages written in place (kCapAmInPlace: Endpoint::am_short_iov and am_bcopy_pack, what the UCX glue
-// calls for am_short and am_bcopy): two endpoints of one interface in one process. Every message is checked byte for
+// shm active messages written in place (kCapAmInPlace: Endpoint::am_short_hdr, am_short_iov and am_bcopy_pack, what
+// the UCX glue calls for am_short, am_short_iov and am_bcopy): two endpoints of one interface in one process. Every message is checked byte for
 // byte and in order; back-pressure, pack callbacks returning 0 or fewer bytes than they could, bad arguments.
 #include "common.h"
 
@@ -127,6 +127,35 @@ TEST_F(ShmAm, ShortIovPiecesAndMixedOrder) {
         ASSERT_EQ(got[i].size(), len) << "message " << i << " out of order or cut";
         ASSERT_EQ(check_pattern(got[i].data(), len, i), -1) << "message " << i << " altered";
     }
+}
+
+// am_short_hdr (UCT's am_short: a header word, then the payload): every payload length up to max_am_short - 8
+// arrives as one message, the header's 8 bytes first; what it refuses it refuses before writing anything.
+TEST_F(ShmAm, ShortHdrEveryLengthByteExactAndRefusals) {
+    open();
+    const size_t max_payload = tp.iface->caps().max_am_short - sizeof(uint64_t);
+    std::vector<uint8_t> src(max_payload + 1);
+    for (size_t len = 0; len <= max_payload; ++len) {
+        const uint64_t header = 0x1122334455667788ull ^ len;
+        fill_pattern(src.data(), len, 2000 + len);
+        ASSERT_EQ(a->am_short_hdr(kId, header, len != 0 ? src.data() : nullptr, len), GDX_OK) << len;
+        ASSERT_TRUE(receive(1)) << len;
+        ASSERT_EQ(got[0].size(), sizeof(header) + len);
+        uint64_t h = 0;
+        std::memcpy(&h, got[0].data(), sizeof(h));
+        EXPECT_EQ(h, header) << len;
+        ASSERT_EQ(check_pattern(got[0].data() + sizeof(h), len, 2000 + len), -1) << "payload of " << len << " altered";
+        got.clear();
+    }
+    EXPECT_EQ(a->am_short_hdr(kId, 1, src.data(), max_payload + 1), GDX_ERR_INVALID_PARAM);
+    EXPECT_EQ(a->am_short_hdr(kId, 1, nullptr, 1), GDX_ERR_INVALID_PARAM);
+    EXPECT_EQ(a->am_short_hdr(tp::kMaxAmId, 1, src.data(), 1), GDX_ERR_INVALID_PARAM);
+    std::unique_ptr<tp::Endpoint> lone;
+    ASSERT_EQ(tp.iface->ep_create(&lone), GDX_OK);
+    EXPECT_EQ(lone->am_short_hdr(kId, 1, src.data(), 1), GDX_ERR_NO_RESOURCE); // not connected
+    lone.reset();
+    for (unsigned i = 0; i < 1000; ++i) tp.iface->progress();
+    EXPECT_TRUE(got.empty()) << "a refused am_short_hdr was delivered";
 }
 
 // Without progress the ring fills: am_bcopy_pack then answers GDX_ERR_NO_RESOURCE and sends nothing; messages
