@@ -2,6 +2,7 @@
 // the UCX glue calls for am_short, am_short_iov and am_bcopy): two endpoints of one interface in one process. Every message is checked byte for
 // byte and in order; back-pressure, pack callbacks returning 0 or fewer bytes than they could, bad arguments.
 #include "common.h"
+#include "transport/shm/shm_iface.h"
 
 #include <gtest/gtest.h>
 
@@ -156,6 +157,30 @@ TEST_F(ShmAm, ShortHdrEveryLengthByteExactAndRefusals) {
     lone.reset();
     for (unsigned i = 0; i < 1000; ++i) tp.iface->progress();
     EXPECT_TRUE(got.empty()) << "a refused am_short_hdr was delivered";
+}
+
+// The wakeup handshake without a sender fence relies on arm_wakeup's membarrier(): when that barrier fails after a
+// successful registration (GDX_FAULT_SHM_MEMBARRIER stands for a seccomp filter added later), arm answers busy every
+// time, so a caller keeps progressing instead of sleeping through a message; messages still flow. The same idle pair
+// with a working barrier arms (the control: the busy answers come from the failed barrier).
+TEST_F(ShmAm, FailedBarrierKeepsArmBusyAndMessagesFlow) {
+    open();
+    auto *sa = dynamic_cast<tp::shm::ShmEp *>(a.get());
+    ASSERT_NE(sa, nullptr);
+    if (!sa->channel().fence_free())
+        GTEST_SKIP() << "membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) is not available here: sends keep their fence";
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return tp.iface->arm_wakeup() == GDX_OK; }, kLimit));
+    a.reset();
+    b.reset();
+    tp.iface.reset();
+    open({{"GDX_FAULT_SHM_MEMBARRIER", "yes"}});
+    for (int i = 0; i < 200; ++i) {
+        tp.iface->progress();
+        ASSERT_EQ(tp.iface->arm_wakeup(), GDX_ERR_BUSY) << "armed for sleep after a failed barrier (call " << i << ")";
+    }
+    ASSERT_EQ(a->am_short_hdr(kId, 7, nullptr, 0), GDX_OK);
+    ASSERT_TRUE(receive(1));
+    EXPECT_EQ(tp.iface->arm_wakeup(), GDX_ERR_BUSY);
 }
 
 // Without progress the ring fills: am_bcopy_pack then answers GDX_ERR_NO_RESOURCE and sends nothing; messages

@@ -37,6 +37,7 @@ gdx_status_t CudaIpcIface::create(const Config &cfg, int device, std::unique_ptr
     hc.ring_size = cfg.size(ShmVar::SHM_RING_SIZE);
     hc.cma = Ternary::No; // GPU bytes never go through the CPU here
     hc.membarrier = cfg.ternary(ShmVar::SHM_MEMBARRIER);
+    hc.fault_membarrier = cfg.boolean(ShmVar::FAULT_SHM_MEMBARRIER);
     hc.conn_timeout_ns = cfg.duration(TransportVar::CONN_TIMEOUT).count();
     gdx_status_t st = shm::Hub::create(hc, &ifc->hub_);
     if (st != GDX_OK) return st;

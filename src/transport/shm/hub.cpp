@@ -283,8 +283,8 @@ gdx_status_t Hub::arm() {
     // us registered, Channel::fence_free_) gets it from membarrier(): every registered thread running now executes
     // a full barrier before the call returns, so either its seq store is visible to our loads below, or its load
     // of `sleeping` comes after the barrier and sees 1.
-    if (membarrier_ && sys_membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0) {
-        int e = errno;
+    if (membarrier_ && (cfg_.fault_membarrier || sys_membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0)) {
+        int e = cfg_.fault_membarrier ? EPERM : errno; // the fault stands for a seccomp filter added after start
         disarm();
         if (!barrier_failed_logged_) {
             barrier_failed_logged_ = true;

@@ -21,6 +21,7 @@ struct HubConfig {
     size_t extra_size = 0;       // owner area at the end of each segment
     Ternary cma = Ternary::Try;  // GDX_SHM_CMA
     Ternary membarrier = Ternary::Try; // GDX_SHM_MEMBARRIER
+    bool fault_membarrier = false;     // GDX_FAULT_SHM_MEMBARRIER (testing aid)
     int64_t conn_timeout_ns = 10'000'000'000;
 };
 

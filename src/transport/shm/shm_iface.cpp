@@ -24,6 +24,7 @@ gdx_status_t ShmIface::create(const Config &cfg, std::unique_ptr<Interface> *out
     hc.extra_size = sizeof(ShmExtra);
     hc.cma = cfg.ternary(ShmVar::SHM_CMA);
     hc.membarrier = cfg.ternary(ShmVar::SHM_MEMBARRIER);
+    hc.fault_membarrier = cfg.boolean(ShmVar::FAULT_SHM_MEMBARRIER);
     hc.conn_timeout_ns = cfg.duration(TransportVar::CONN_TIMEOUT).count();
     gdx_status_t st = Hub::create(hc, &ifc->hub_);
     if (st != GDX_OK) return st;
