@@ -355,7 +355,6 @@ unsigned Engine::progress() {
     unsigned n = iface_.progress();
     peers_->defer_sends(false);
     if (!target_->idle()) n += target_->progress(); // asked inline: a call that only delivered a message calls nothing
-
     // Until a peer is used (the UCX module's small messages never are: they bypass the engine) there is no silence
     // clock to run: no clock read, which costs as much as the rest of an idle progress (bench/results/uct-small-*).
     if (!peers_->empty()) {

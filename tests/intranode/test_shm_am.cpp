@@ -1,6 +1,7 @@
 // shm active messages written in place (kCapAmInPlace: Endpoint::am_short_hdr, am_short_iov and am_bcopy_pack, what
-// the UCX glue calls for am_short, am_short_iov and am_bcopy): two endpoints of one interface in one process. Every message is checked byte for
-// byte and in order; back-pressure, pack callbacks returning 0 or fewer bytes than they could, bad arguments.
+// the UCX glue calls for am_short, am_short_iov and am_bcopy): two endpoints of one interface in one process. Every
+// message is checked byte for byte and in order; back-pressure, pack callbacks returning 0 or fewer bytes than they
+// could, bad arguments, the wakeup handshake's failed barrier.
 #include "common.h"
 #include "transport/shm/shm_iface.h"
 

@@ -3,9 +3,7 @@
 #include "transport/cuda_ipc/ipc_internal.h"
 
 #include "core/error.h"
-#include "transport/config_vars.h"
 #include "transport/cuda_ipc/config_vars.h"
-#include "transport/shm/config_vars.h"
 #include "transport/transport.h"
 
 #include <algorithm>
@@ -31,14 +29,8 @@ gdx_status_t CudaIpcIface::create(const Config &cfg, int device, std::unique_ptr
     ifc->name_ = "GPU" + std::to_string(device);
     ifc->bus_id_ = mem::device_bus_id(mem::MemKind::Cuda, device);
     ifc->p2p_ = cfg.ternary(CudaIpcVar::P2P);
-    shm::HubConfig hc;
-    hc.transport = "cuda_ipc";
-    hc.tid = wire::TransportId::CudaIpc;
-    hc.ring_size = cfg.size(ShmVar::SHM_RING_SIZE);
+    shm::HubConfig hc = shm::HubConfig::from(cfg, "cuda_ipc", wire::TransportId::CudaIpc);
     hc.cma = Ternary::No; // GPU bytes never go through the CPU here
-    hc.membarrier = cfg.ternary(ShmVar::SHM_MEMBARRIER);
-    hc.fault_membarrier = cfg.boolean(ShmVar::FAULT_SHM_MEMBARRIER);
-    hc.conn_timeout_ns = cfg.duration(TransportVar::CONN_TIMEOUT).count();
     gdx_status_t st = shm::Hub::create(hc, &ifc->hub_);
     if (st != GDX_OK) return st;
     ifc->exports_ = std::make_shared<ExportState>();

@@ -1,7 +1,9 @@
 #include "transport/shm/hub.h"
 
 #include "core/error.h"
+#include "transport/config_vars.h"
 #include "transport/rkey_table.h"
+#include "transport/shm/config_vars.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -88,6 +90,17 @@ gdx_status_t register_membarrier(std::string *why) {
     return done_st;
 }
 } // namespace
+
+HubConfig HubConfig::from(const Config &cfg, const char *transport, wire::TransportId tid) {
+    HubConfig hc;
+    hc.transport = transport;
+    hc.tid = tid;
+    hc.ring_size = cfg.size(ShmVar::SHM_RING_SIZE);
+    hc.membarrier = cfg.ternary(ShmVar::SHM_MEMBARRIER);
+    hc.fault_membarrier = cfg.boolean(ShmVar::FAULT_SHM_MEMBARRIER);
+    hc.conn_timeout_ns = cfg.duration(TransportVar::CONN_TIMEOUT).count();
+    return hc;
+}
 
 int64_t Hub::now_ns() { return clock_ns(CLOCK_MONOTONIC); }
 int64_t Hub::coarse_ns() { return clock_ns(CLOCK_MONOTONIC_COARSE); }

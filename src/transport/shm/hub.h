@@ -23,6 +23,10 @@ struct HubConfig {
     Ternary membarrier = Ternary::Try; // GDX_SHM_MEMBARRIER
     bool fault_membarrier = false;     // GDX_FAULT_SHM_MEMBARRIER (testing aid)
     int64_t conn_timeout_ns = 10'000'000'000;
+
+    // The rows every hub reads (GDX_SHM_RING_SIZE, GDX_SHM_MEMBARRIER and its fault, GDX_CONN_TIMEOUT); the owning
+    // transport sets its name, id, extra area and CMA.
+    static HubConfig from(const Config &cfg, const char *transport, wire::TransportId tid);
 };
 
 // Segment layout: RingCtl at 0, ring data at kRingDataOff, the owner's extra area after the ring.

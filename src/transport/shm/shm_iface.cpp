@@ -17,15 +17,9 @@ constexpr size_t kMaxAmShort = 240; // header + payload of a 256-byte record (16
 
 gdx_status_t ShmIface::create(const Config &cfg, std::unique_ptr<Interface> *out) {
     std::unique_ptr<ShmIface> ifc(new ShmIface);
-    HubConfig hc;
-    hc.transport = "shm";
-    hc.tid = wire::TransportId::Shm;
-    hc.ring_size = cfg.size(ShmVar::SHM_RING_SIZE);
+    HubConfig hc = HubConfig::from(cfg, "shm", wire::TransportId::Shm);
     hc.extra_size = sizeof(ShmExtra);
     hc.cma = cfg.ternary(ShmVar::SHM_CMA);
-    hc.membarrier = cfg.ternary(ShmVar::SHM_MEMBARRIER);
-    hc.fault_membarrier = cfg.boolean(ShmVar::FAULT_SHM_MEMBARRIER);
-    hc.conn_timeout_ns = cfg.duration(TransportVar::CONN_TIMEOUT).count();
     gdx_status_t st = Hub::create(hc, &ifc->hub_);
     if (st != GDX_OK) return st;
     ifc->tun_.cma_thresh = cfg.size(ShmVar::SHM_CMA_THRESH);

@@ -173,6 +173,11 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     template <typename Fill> gdx_status_t am_in_ring(uint8_t id, size_t total, Fill fill);
     // Nothing to do: no record, no grant for us, nothing queued, parked or outstanding.
     bool idle();
+    // The peer posted a grant (a part of one of our operations to copy) that we have not performed yet.
+    bool grant_posted() const {
+        auto *mine = reinterpret_cast<const ShmExtra *>(ch_.local_extra());
+        return mine->grant.seq.load(std::memory_order_acquire) != serviced_grant_;
+    }
     // Fails the channel when the peer has been silent for GDX_PEER_TIMEOUT while operations are outstanding.
     void check_silence();
     void protocol_error(const char *what);
@@ -213,9 +218,8 @@ struct ShmTunables {
 
 // Inline: ShmIface::quiet() asks every endpoint on every idle progress call of the UCX module.
 inline bool ShmEp::idle() {
-    auto *mine = reinterpret_cast<const ShmExtra *>(ch_.local_extra());
     return active_ + peer_map_.pending() == 0 && replies_.empty() && gets_.empty() && sendq_.empty() &&
-           pending_.empty() && mine->grant.seq.load(std::memory_order_acquire) == serviced_grant_ && ch_.rx_empty();
+           pending_.empty() && !grant_posted() && ch_.rx_empty();
 }
 inline bool ShmEp::quiet() { return !ch_.up() || idle(); }
 
