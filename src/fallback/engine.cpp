@@ -336,24 +336,35 @@ void Engine::dispatch(PeerLink &peer, const CtrlMsg &m) {
     }
 }
 
-bool Engine::quiet() {
+// The engine's own part of quiet(): no copy-out, stage-out or request active, no peer with anything pending.
+inline bool Engine::engine_quiet() {
     if (!target_->idle() || !pipeline_->idle()) return false;
     // With no request or job active a peer is waited on only for slots it holds of our pools (waits_on); the
     // silence clock, BYE retries, credit returns and queued messages are PeerLink::quiet's.
     for (auto &[ep, link] : *peers_)
         if (!link->quiet() || pools_->owed_by(*link)) return false;
-    return iface_.quiet(); // last: shm counts the calls it answers (its control-socket look comes every 32nd)
+    return true;
+}
+
+bool Engine::quiet() {
+    return engine_quiet() && iface_.quiet(); // last: shm counts the calls it answers (its control-socket look)
 }
 
 unsigned Engine::progress() {
-    // Callers spin on this (UCP's worker progress through the UCX module, gdx_progress): an idle call is the few
-    // loads of quiet() (a message landing mid-call waits for its end, so every instruction of an idle call is
-    // latency; callgrind, UCX 1.22 tag_lat: ~365 instructions per idle call through the transport, its hub and
-    // endpoints, against ~47 for UCX's mm).
-    if (quiet()) return 0;
+    // Callers spin on this (UCP's worker progress through the UCX module, gdx_progress): every instruction of an
+    // idle call is latency, since a message that lands mid-call waits for the call to end. The transport is driven
+    // first and asks itself, per endpoint and inline, whether it has anything to do (shm: a few loads per
+    // endpoint); asking it through quiet() before that made a call that delivers a message walk every endpoint's
+    // state twice (callgrind, UCX 1.22 tag_lat: bench/results/cpu-2026-11-26e/).
     peers_->defer_sends(true); // our handlers run in here: their answers are queued and go out below
     unsigned n = iface_.progress();
     peers_->defer_sends(false);
+    return engine_quiet() ? n : n + progress_busy();
+}
+
+// progress() past the transport, when the engine has work of its own (out of line: the idle call stays small).
+unsigned Engine::progress_busy() {
+    unsigned n = 0;
     if (!target_->idle()) n += target_->progress(); // asked inline: a call that only delivered a message calls nothing
     // Until a peer is used (the UCX module's small messages never are: they bypass the engine) there is no silence
     // clock to run: no clock read, which costs as much as the rest of an idle progress (bench/results/uct-small-*).

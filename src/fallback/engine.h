@@ -167,6 +167,8 @@ class Engine {
     gdx_status_t submit(bool is_put, tp::Endpoint &ep, Region &local, size_t local_off, const RemoteRegion &remote,
                         size_t remote_off, size_t len, Request *req, const uint64_t *notify = nullptr);
     static void on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length);
+    bool engine_quiet(); // quiet() without the transport's part
+    [[gnu::noinline]] unsigned progress_busy();
     void dispatch(PeerLink &peer, const CtrlMsg &m);
     unsigned waits_on(const PeerLink &link) const;
     void reclaim_peer(PeerLink &link);

@@ -205,10 +205,7 @@ gdx_status_t UctEngine::submit(GdxUctReq *q) {
 
 // ---- progress ------------------------------------------------------------------------------------------------
 
-unsigned UctEngine::progress() {
-    unsigned n = eng_->progress();
-    if (done_.empty() && cancelled_.empty() && waiting_eps_.empty() && deregs_.empty() && graveyard_.empty())
-        return n;
+unsigned UctEngine::hand_over() {
     // The three lists borrow the vectors of the last call (their capacity), so a progress with work allocates
     // nothing in the steady state; they are given back at the end (a nested call would only find them empty).
     Completions comps;
@@ -247,7 +244,7 @@ unsigned UctEngine::progress() {
     scratch_comps_.swap(comps);
     scratch_done_.swap(done);
     scratch_touched_.swap(touched);
-    return n + finished;
+    return finished;
 }
 
 void UctEngine::finish(GdxUctReq *q, Completions *comps) {
@@ -277,8 +274,7 @@ void UctEngine::finish(GdxUctReq *q, Completions *comps) {
 }
 
 bool UctEngine::busy() const {
-    if (!done_.empty() || !cancelled_.empty() || !waiting_eps_.empty() || !deregs_.empty() || !graveyard_.empty())
-        return true;
+    if (has_hand_over()) return true;
     fb::Stats s = eng_->stats();
     return s.requests_active != 0 || s.slots_in_use != 0;
 }

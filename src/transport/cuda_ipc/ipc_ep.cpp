@@ -387,7 +387,7 @@ void CudaIpcEp::on_failed(gdx_status_t status) {
 
 unsigned CudaIpcEp::progress() {
     if (!ch_.up()) return 0;
-    unsigned n = ch_.poll(64);
+    unsigned n = ch_.poll(*this, 64);
     if (!ch_.up()) return n;
     drain();
     n += pending_.dispatch([this] { return has_room(); });

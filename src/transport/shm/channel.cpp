@@ -408,36 +408,16 @@ bool Channel::push(uint8_t type, uint8_t id, uint16_t flags, const void *body, s
     return true;
 }
 
-unsigned Channel::poll(unsigned budget) {
-    if (state_ != State::Up) return 0;
-    unsigned n = 0;
-    while (n < budget) {
-        RecHdr h;
-        const uint8_t *rec = nullptr;
-        RingReader::Peek pk = rx_.peek(&h, &rec);
-        if (pk == RingReader::Peek::Empty) break;
-        if (pk == RingReader::Peek::Corrupt) {
-            fail(GDX_FAIL(GDX_ERR_PROTOCOL, hub_->config().transport, "corrupt record in the ring from pid %d",
-                          static_cast<int>(peer_pid_)),
-                 "ring");
-            return n;
-        }
-        if (h.type == kRecCaps) {
-            uint32_t caps = 0;
-            if (h.len >= sizeof(RecHdr) + sizeof(caps)) std::memcpy(&caps, rec + sizeof(RecHdr), sizeof(caps));
-            peer_can_cma_ = (caps & kCapsCma) != 0;
-        } else if (!owner_->on_record(h, rec)) {
-            break;
-        }
-        if (state_ != State::Up) return n; // the owner failed the channel while handling the record
-        rx_.consume(h);
-        ++n;
-    }
-    if (n) {
-        rx_.release();
-        rx_records_ += n;
-    }
-    return n;
+void Channel::corrupt_record() {
+    fail(GDX_FAIL(GDX_ERR_PROTOCOL, hub_->config().transport, "corrupt record in the ring from pid %d",
+                  static_cast<int>(peer_pid_)),
+         "ring");
+}
+
+void Channel::take_caps(const RecHdr &h, const uint8_t *rec) {
+    uint32_t caps = 0;
+    if (h.len >= sizeof(RecHdr) + sizeof(caps)) std::memcpy(&caps, rec + sizeof(RecHdr), sizeof(caps));
+    peer_can_cma_ = (caps & kCapsCma) != 0;
 }
 
 gdx_status_t Channel::send_ctrl(uint16_t type, const void *body, size_t len, const int *fds, size_t nfds) {

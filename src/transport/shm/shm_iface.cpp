@@ -94,7 +94,10 @@ void ShmIface::quiesce_key(uint64_t key) {
 unsigned ShmIface::progress() {
     unsigned n = hub_->progress_ctrl();
     // Index loop: an AM handler may create endpoints (appending to eps_).
-    for (size_t i = 0; i < eps_.size(); ++i) n += eps_[i]->progress();
+    for (size_t i = 0; i < eps_.size(); ++i) {
+        ShmEp *ep = eps_[i];
+        if (!ep->quiet()) n += ep->progress_work();
+    }
     return n;
 }
 

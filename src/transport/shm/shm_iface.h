@@ -107,8 +107,9 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     gdx_status_t pending_add(PendingRequest *req) override;
     gdx_status_t map_remote(const RemoteKey &rkey, uint8_t **local) override;
 
-    // Interface hooks.
-    unsigned progress();
+    // Interface hooks. ShmIface::progress() asks quiet() inline and calls progress_work() only past it.
+    unsigned progress() { return quiet() ? 0 : progress_work(); }
+    unsigned progress_work();
     // progress() would return 0 at once: the channel is not up, or nothing waits (idle()).
     bool quiet();
     bool has_work();
@@ -120,12 +121,14 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     ShmIface *iface() const { return iface_; }
     size_t outstanding() const { return active_; }
 
-    // ChannelOwner
+    // ChannelOwner. An active message with no granted copy in flight is handed to the user here, inline in
+    // Channel::poll; every other record goes through on_other_record().
     bool on_record(const RecHdr &hdr, const uint8_t *rec) override;
     void on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *fds, size_t nfds) override;
     void on_failed(gdx_status_t status) override;
 
   private:
+    bool on_other_record(const RecHdr &hdr, const uint8_t *rec);
     enum class OpKind : uint8_t { Put = 1, Get = 2 };
     struct Op {
         Completion *comp = nullptr;
@@ -217,9 +220,10 @@ struct ShmTunables {
 };
 
 // Inline: ShmIface::quiet() asks every endpoint on every idle progress call of the UCX module.
+// The ring first: a record is what most often makes an endpoint busy, and a call that delivers one stops there.
 inline bool ShmEp::idle() {
-    return active_ + peer_map_.pending() == 0 && replies_.empty() && gets_.empty() && sendq_.empty() &&
-           pending_.empty() && !grant_posted() && ch_.rx_empty();
+    return ch_.rx_empty() && active_ + peer_map_.pending() == 0 && replies_.empty() && gets_.empty() &&
+           sendq_.empty() && pending_.empty() && !grant_posted();
 }
 inline bool ShmEp::quiet() { return !ch_.up() || idle(); }
 
@@ -267,5 +271,19 @@ class ShmComponent final : public Component {
     gdx_status_t open(const DeviceDesc &dev, const Config &cfg, std::unique_ptr<Interface> *out) override;
 };
 Component *shm_component();
+
+inline bool ShmEp::grant_outstanding() const {
+    if (grant_seq_ == 0 || !ch_.up()) return false;
+    auto *mine = reinterpret_cast<const ShmExtra *>(ch_.local_extra());
+    return mine->done.seq.load(std::memory_order_acquire) != grant_seq_;
+}
+
+inline bool ShmEp::on_record(const RecHdr &h, const uint8_t *rec) {
+    if (h.type == kRecAm && !grant_outstanding()) [[likely]] {
+        iface_->dispatch_am(h.id, this, rec + sizeof(RecHdr), h.len - sizeof(RecHdr));
+        return true;
+    }
+    return on_other_record(h, rec);
+}
 
 } // namespace gdx::tp::shm
