@@ -87,7 +87,7 @@ void UctEngine::mem_dereg(fb::Region *region) {
     if (st == GDX_ERR_BUSY) {
         // A transfer (ours, or a peer's staged one) still uses it: UCT's handle goes now, the registration once
         // the engine lets go (progress retries).
-        deregs_.push_back(region);
+        hand_over_later(deregs_, region);
     } else if (st != GDX_OK) {
         GDX_ERROR(kComp, "%s: mem_dereg failed: %s (%s)", tl_.c_str(), gdx_status_string(st), last_error().c_str());
     }
@@ -140,7 +140,7 @@ void UctEngine::put_req(GdxUctReq *q) {
 
 void UctEngine::on_done(fb::Request *r) {
     auto *q = static_cast<GdxUctReq *>(r->user);
-    q->owner->done_.push_back(q);
+    q->owner->hand_over_later(q->owner->done_, q);
 }
 
 gdx_status_t UctEngine::xfer(bool is_put, gdx_uct_ep *ep, void *buf, size_t len, gdx_uct_memh *memh,
@@ -244,6 +244,9 @@ unsigned UctEngine::hand_over() {
     scratch_comps_.swap(comps);
     scratch_done_.swap(done);
     scratch_touched_.swap(touched);
+    // Callbacks above may have pushed again (each push sets the flag): clear it only when all five are empty.
+    hand_over_ = !done_.empty() || !cancelled_.empty() || !waiting_eps_.empty() || !deregs_.empty() ||
+                 !graveyard_.empty();
     return finished;
 }
 
@@ -292,14 +295,14 @@ bool UctEngine::ep_destroyed(gdx_uct_ep *ep) {
         GdxUctReq *q = ep->held_head;
         ep->held_head = q->next;
         q->ep = nullptr;
-        cancelled_.push_back(q);
+        hand_over_later(cancelled_, q);
     }
     ep->held_tail = nullptr;
     for (const gdx_uct_ep::FlushWait &w : ep->flush_waits) {
         GdxUctReq *q = get_req();
         if (q == nullptr) continue; // logged; the flush's requester is gone with the endpoint anyway
         q->uct_comp = w.uct_comp;
-        cancelled_.push_back(q);
+        hand_over_later(cancelled_, q);
     }
     ep->flush_waits.clear();
     ep->held_pending.clear(); // UCP purged them before destroying the endpoint
@@ -309,7 +312,7 @@ bool UctEngine::ep_destroyed(gdx_uct_ep *ep) {
         // Tells the peer (BYE), so its staged requests waiting on us fail now rather than at its timeout.
         gdx_status_t st = eng_->ep_close(**tep);
         if (st == GDX_ERR_BUSY) {
-            graveyard_.push_back(std::move(*tep));
+            hand_over_later(graveyard_, std::move(*tep));
             kept = true;
         }
     }

@@ -142,10 +142,15 @@ class UctEngine {
     std::vector<std::unique_ptr<GdxUctReq[]>> chunks_;
     GdxUctReq *free_ = nullptr;
     // Finished, cancelled or parked work the module hands over to UCT (or retries) after the engine's progress.
-    bool has_hand_over() const {
-        return !done_.empty() || !cancelled_.empty() || !waiting_eps_.empty() || !deregs_.empty() ||
-               !graveyard_.empty();
+    // One flag for the five lists below, set by every push to them and recomputed at the end of hand_over(), so
+    // that an idle progress reads one byte. A flag left set only costs one more hand_over(); one left clear would
+    // strand work, so no list is pushed to except through hand_over_later().
+    bool has_hand_over() const { return hand_over_; }
+    template <typename List, typename T> void hand_over_later(List &list, T &&item) {
+        list.push_back(std::forward<T>(item));
+        hand_over_ = true;
     }
+    bool hand_over_ = false;
     unsigned hand_over(); // progress() past has_hand_over(): returns how many requests finished
     std::vector<GdxUctReq *> done_;  // finished inside Engine::progress; handed to UCT after it
     // progress()'s working lists, kept between calls for their capacity only (empty outside progress).

@@ -274,7 +274,7 @@ extern "C" void gdx_uct_iface_attr(gdx_uct_iface_t *iface, gdx_uct_iface_attr_t 
 }
 
 extern "C" unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface, int *failure_due) {
-    if ((++iface->failure_tick & 15) == 0) iface->failure_due = true;
+    if ((++iface->failure_tick & 127) == 0) iface->failure_due = true;
     const unsigned n = iface->ue != nullptr ? iface->ue->progress() : iface->itf->progress(); // idle: Engine::quiet
     *failure_due = iface->failure_due ? 1 : 0; // after progress: it may have broken an endpoint
     return n;

@@ -164,8 +164,9 @@ struct gdx_uct_iface {
     size_t scratch_len = 0;
     AmSlot slots[gdx::tp::kMaxAmId];
     gdx_uct_ep *eps = nullptr;
-    // Broken endpoints are looked for every 16th progress (a scan of every endpoint costs more than an idle
-    // progress), and at once after arm found one (a process about to sleep must hear of it first).
+    // Broken endpoints are looked for every 128th progress (a scan of every endpoint costs more than an idle
+    // progress: some microseconds of spinning between looks, against a peer timeout of seconds), and at once after
+    // arm found one (a process about to sleep must hear of it first).
     unsigned failure_tick = 0;
     bool failure_due = false;
     GdxUctComp *free_comps = nullptr;

@@ -73,7 +73,7 @@ bool UctEngine::hold_pending(gdx_uct_ep *ep, void *uct_req) {
     if (ep->hold_pending == 0 && ep->held_pending.empty()) return false;
     ep_used(ep);
     ep->held_pending.push_back(uct_req);
-    waiting_eps_.push_back(ep); // progress() looks again, also if no request completes any more
+    hand_over_later(waiting_eps_, ep); // progress() looks again, also if no request completes any more
     return true;
 }
 
@@ -97,7 +97,7 @@ void UctEngine::release_ep(gdx_uct_ep *ep, Completions *comps) {
         void *comp = ep->flush_waits.front().uct_comp;
         gdx_status_t st = gdx_uct_ep_transport_flush(ep, comp);
         if (st == GDX_ERR_NO_RESOURCE) { // UCT requests parked on gdx's queue go first: look again later
-            waiting_eps_.push_back(ep);
+            hand_over_later(waiting_eps_, ep);
             break;
         }
         ep->flush_waits.pop_front();
@@ -121,7 +121,7 @@ void UctEngine::release_pending(gdx_uct_ep *ep) {
         // Transport back-pressure: the rest goes to gdx's queue, in order, which dispatches it when it can.
         while (!ep->held_pending.empty()) {
             if (gdx_uct_ep_transport_pending_add(ep, ep->held_pending.front()) != GDX_OK) {
-                waiting_eps_.push_back(ep); // resources came free meanwhile: dispatch from here next time
+                hand_over_later(waiting_eps_, ep); // resources came free meanwhile: dispatch from here next time
                 return;
             }
             ep->held_pending.pop_front();

@@ -139,7 +139,7 @@ typedef struct {
     int          by_staging;  /* 1: the engine's verdict (the transport connection itself is up) */
 } gdx_uct_ep_failure_t;
 /* One broken endpoint not reported yet, marked reported (each is handed out once): 1, or 0 when there is none or
- * no look is due (every 16th progress, or after arm found one). Called outside gdx's progress, one at a time: what
+ * no look is due (every 128th progress, or after arm found one). Called outside gdx's progress, one at a time: what
  * the caller does with it may destroy endpoints (this one included), so each call looks at the list afresh. */
 int gdx_uct_iface_take_failure(gdx_uct_iface_t *iface, gdx_uct_ep_failure_t *out);
 /* Flush or fence every endpoint of the interface. comp may be NULL (then: GDX_OK or GDX_INPROGRESS, poll). */

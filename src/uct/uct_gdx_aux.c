@@ -42,6 +42,12 @@ typedef struct {
     int                work;      /* pending or deferred may be non-empty: written under the async lock, read
                                    * without it by progress() (__atomic) */
     unsigned           calls;     /* progress() calls (the owner's thread only) */
+    /* UCP's adaptive progress (EVENT_ASYNC_CB): UCP stops calling progress() once no endpoint uses this interface
+     * (after wire-up) and arms it instead; the async handler then reports the next message through the callback
+     * UCP gave at open. Both fields under the async lock. */
+    uct_async_event_cb_t event_cb;
+    void               *event_arg;
+    int                armed;
     uint8_t            tx[UCT_GDX_AUX_MAX_BCOPY + 1];
     uint8_t            rx[UCT_GDX_AUX_MAX_BCOPY + 1];
 } uct_gdx_aux_iface_t;
@@ -122,7 +128,30 @@ static unsigned uct_gdx_aux_drain(uct_gdx_aux_iface_t *iface, int async)
 
 static void uct_gdx_aux_async_cb(int id, ucs_event_set_types_t events, void *arg)
 {
-    uct_gdx_aux_drain(arg, 1);
+    uct_gdx_aux_iface_t *iface = arg;
+
+    /* Runs with the worker's async context blocked (as event_arm does). A message to an armed interface is the
+     * event UCP armed it for: UCP then progresses it once (deferred messages) and activates it if needed. */
+    if ((uct_gdx_aux_drain(iface, 1) > 0) && iface->armed) {
+        iface->armed = 0;
+        iface->event_cb(iface->event_arg, 0);
+    }
+}
+
+static ucs_status_t uct_gdx_aux_iface_event_arm(uct_iface_h tl_iface, unsigned events)
+{
+    uct_gdx_aux_iface_t *iface = ucs_derived_of(tl_iface, uct_gdx_aux_iface_t);
+    ucs_status_t status;
+
+    UCT_GDX_ASYNC_BLOCK(&iface->super);
+    if (__atomic_load_n(&iface->work, __ATOMIC_ACQUIRE)) {
+        status = UCS_ERR_BUSY; /* deferred messages or pending requests: progress first */
+    } else {
+        iface->armed = (iface->event_cb != NULL);
+        status       = UCS_OK;
+    }
+    UCT_GDX_ASYNC_UNBLOCK(&iface->super);
+    return status;
 }
 
 static unsigned uct_gdx_aux_iface_progress(uct_iface_h tl_iface)
@@ -134,8 +163,9 @@ static unsigned uct_gdx_aux_iface_progress(uct_iface_h tl_iface)
 
     /* The worker's async context reads the socket (CB_ASYNC: uct_gdx_aux_async_cb, or UCP's check of missed
      * events when it was blocked), so progress() only has work when that handed messages over or requests wait
-     * for buffer space. UCP calls this in every worker progress, next to the data transports: a recv() here on
-     * each call cost ~400 ns, 45% of a gdx_shm tag_lat receiver's time (bench/results/uct-small-2026-11-25).
+     * for buffer space. UCP calls this in every worker progress while an endpoint uses this interface (wire-up;
+     * afterwards its adaptive progress arms the interface instead: event_arm): a recv() here on each call cost
+     * ~400 ns, 45% of a gdx_shm tag_lat receiver's time (bench/results/uct-small-2026-11-25).
      * Every UCT_GDX_AUX_DRAIN_EVERY-th call still reads the socket, for an async context that is only ever
      * polled by its owner. */
     if (!__atomic_load_n(&iface->work, __ATOMIC_ACQUIRE) && ((++iface->calls & (UCT_GDX_AUX_DRAIN_EVERY - 1)) != 0)) {
@@ -312,6 +342,10 @@ static ucs_status_t uct_gdx_aux_iface_query(uct_iface_h tl_iface, uct_iface_attr
     attr->cap.flags           = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_BCOPY |
                                 UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CB_ASYNC |
                                 UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK;
+    /* Events only through the async callback UCP gives at open (no fd of its own to poll): with them UCP's
+     * adaptive progress leaves this interface out of every worker progress once wire-up is over. */
+    attr->cap.event_flags     = (iface->event_cb != NULL) ? (UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV |
+                                                             UCT_IFACE_FLAG_EVENT_ASYNC_CB) : 0;
     attr->cap.am.max_bcopy    = UCT_GDX_AUX_MAX_BCOPY;
     attr->cap.am.max_iov      = 1;
     attr->cap.am.opt_zcopy_align = 1;
@@ -371,8 +405,16 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_aux_iface_t, uct_md_h md, uct_worker_h worker
                               params, tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(UCT_GDX_AUX_NAME));
     ucs_queue_head_init(&self->pending);
     ucs_queue_head_init(&self->deferred);
-    self->work  = 0;
-    self->calls = 0;
+    self->work      = 0;
+    self->calls     = 0;
+    self->armed     = 0;
+    self->event_cb  = NULL;
+    self->event_arg = NULL;
+    if ((params->field_mask & UCT_IFACE_PARAM_FIELD_ASYNC_EVENT_CB) && (params->async_event_cb != NULL)) {
+        self->event_cb  = params->async_event_cb;
+        self->event_arg = (params->field_mask & UCT_IFACE_PARAM_FIELD_ASYNC_EVENT_ARG) ? params->async_event_arg :
+                                                                                         NULL;
+    }
     self->system_id = ucs_get_system_id();
     self->addr.pid  = (uint32_t)getpid();
     self->addr.id   = __atomic_fetch_add(&uct_gdx_aux_next_id, 1, __ATOMIC_RELAXED);
@@ -452,6 +494,7 @@ static uct_iface_ops_t uct_gdx_aux_iface_ops = {
     .iface_progress_enable    = uct_base_iface_progress_enable,
     .iface_progress_disable   = uct_base_iface_progress_disable,
     .iface_progress           = uct_gdx_aux_iface_progress,
+    .iface_event_arm          = uct_gdx_aux_iface_event_arm,
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_gdx_aux_iface_t),
     .iface_query              = uct_gdx_aux_iface_query,
     .iface_get_device_address = uct_gdx_aux_iface_get_device_address,

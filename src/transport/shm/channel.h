@@ -95,12 +95,12 @@ class Channel {
     // not up); end_record() ends it at `body_len` <= max_body bytes, writes its header and publishes it as push()
     // does. Nothing else is pushed in between; a begun record that is never ended is never seen.
     // (Inline, with signal_peer: the path of every small message.)
-    uint8_t *begin_record(size_t max_body) {
+    [[gnu::always_inline]] uint8_t *begin_record(size_t max_body) {
         if (state_ != State::Up || max_body > max_record_ - sizeof(RecHdr)) return nullptr;
         open_rec_ = tx_.begin(sizeof(RecHdr) + max_body);
         return open_rec_ != nullptr ? open_rec_ + sizeof(RecHdr) : nullptr;
     }
-    void end_record(uint8_t type, uint8_t id, uint16_t flags, size_t body_len) {
+    [[gnu::always_inline]] void end_record(uint8_t type, uint8_t id, uint16_t flags, size_t body_len) {
         size_t len = sizeof(RecHdr) + body_len;
         RecHdr h{static_cast<uint32_t>(len), type, id, flags, 0};
         std::memcpy(open_rec_, &h, kRecSeqOff); // seq is publish()'s, written last

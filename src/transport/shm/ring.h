@@ -98,7 +98,7 @@ class RingWriter {
     // free; commit() ends the record at `len` <= max_len bytes. Only the committed span is taken: the rest stays
     // free. (A PAD written by begin() to skip a too-short end of the ring stays, and is published with the next
     // record, which is harmless.)
-    uint8_t *begin(size_t max_len) {
+    [[gnu::always_inline]] uint8_t *begin(size_t max_len) {
         size_t span = rec_span(max_len);
         size_t pos = tail_ & (size_ - 1);
         size_t room = size_ - pos;

@@ -14,10 +14,8 @@ namespace {
 constexpr const char *kComp = "shm";
 } // namespace
 
-// Whether an active message may go now: GDX_OK, GDX_ERR_NO_RESOURCE (connecting, or held behind a fence), or the
-// endpoint's error.
-gdx_status_t ShmEp::am_ready() {
-    if (ch_.up() && fence_.open(fence_waits_on())) return GDX_OK; // the common case first: every message asks
+// am_ready() past its common case.
+gdx_status_t ShmEp::am_not_ready() {
     gdx_status_t st = ch_.status();
     if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE;
     if (st != GDX_OK) return st;

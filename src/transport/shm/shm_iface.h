@@ -171,7 +171,14 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     // What a fence waits for: operations issued and not completed, ring-copy puts with fragments left.
     bool fence_waits_on() const { return active_ > 0 || !sendq_.empty(); }
     bool resources_free();
-    gdx_status_t am_ready();
+    // Whether an active message may go now: GDX_OK, GDX_ERR_NO_RESOURCE (connecting, or held behind a fence), or
+    // the endpoint's error. Inline up to the common case: every message asks.
+    gdx_status_t am_ready() {
+        if (ch_.up() && fence_.open(fence_waits_on())) [[likely]]
+            return GDX_OK;
+        return am_not_ready();
+    }
+    gdx_status_t am_not_ready();
     // An active message of `total` bytes that fill(p) writes straight into the peer's ring.
     template <typename Fill> gdx_status_t am_in_ring(uint8_t id, size_t total, Fill fill);
     // Nothing to do: no record, no grant for us, nothing queued, parked or outstanding.
