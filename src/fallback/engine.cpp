@@ -337,7 +337,7 @@ void Engine::dispatch(PeerLink &peer, const CtrlMsg &m) {
 }
 
 // The engine's own part of quiet(): no copy-out, stage-out or request active, no peer with anything pending.
-inline bool Engine::engine_quiet() {
+bool Engine::quiet_but_transport() {
     if (!target_->idle() || !pipeline_->idle()) return false;
     // With no request or job active a peer is waited on only for slots it holds of our pools (waits_on); the
     // silence clock, BYE retries, credit returns and queued messages are PeerLink::quiet's.
@@ -347,7 +347,7 @@ inline bool Engine::engine_quiet() {
 }
 
 bool Engine::quiet() {
-    return engine_quiet() && iface_.quiet(); // last: shm counts the calls it answers (its control-socket look)
+    return quiet_but_transport() && iface_.quiet(); // last: shm counts the calls it answers (its control-socket look)
 }
 
 unsigned Engine::progress() {
@@ -359,7 +359,7 @@ unsigned Engine::progress() {
     peers_->defer_sends(true); // our handlers run in here: their answers are queued and go out below
     unsigned n = iface_.progress();
     peers_->defer_sends(false);
-    return engine_quiet() ? n : n + progress_busy();
+    return quiet_but_transport() ? n : n + progress_busy();
 }
 
 // progress() past the transport, when the engine has work of its own (out of line: the idle call stays small).

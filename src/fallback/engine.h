@@ -145,6 +145,9 @@ class Engine {
     // (PeerLink::quiet) or holds slots of our pools, and the transport is quiet (tp::Interface::quiet). Loads only:
     // callers spin on it (the UCX module's progress), also after large transfers used the peers.
     bool quiet();
+    // quiet() without the transport's part: what the UCX module asks before it looks at the transport's idle
+    // probe (tp::IdleProbe) instead of progressing it.
+    bool quiet_but_transport();
 
     // Drops the engine's state for an endpoint about to be destroyed (slots it holds of our pools come back).
     // GDX_ERR_BUSY while requests or peer jobs on it are active.
@@ -167,7 +170,6 @@ class Engine {
     gdx_status_t submit(bool is_put, tp::Endpoint &ep, Region &local, size_t local_off, const RemoteRegion &remote,
                         size_t remote_off, size_t len, Request *req, const uint64_t *notify = nullptr);
     static void on_am(void *arg, tp::Endpoint *ep, const void *data, size_t length);
-    bool engine_quiet(); // quiet() without the transport's part
     [[gnu::noinline]] unsigned progress_busy();
     void dispatch(PeerLink &peer, const CtrlMsg &m);
     unsigned waits_on(const PeerLink &link) const;

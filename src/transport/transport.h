@@ -17,6 +17,7 @@
 #include "gdx/status.h"
 #include "memtype/memory_ops.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -269,6 +270,33 @@ class Endpoint {
     virtual bool direct_possible() const { return true; }
 };
 
+// What an idle caller may look at without the lock that guards the interface (UCX's worker-async lock: UCP's
+// async thread may create or destroy endpoints meanwhile): the words peers write in shared memory when they give
+// this process work, each with the value it holds until they do. Interface::fill_idle_probe() fills it when nothing
+// but those words is left to wait on; quiet() then answers in a few loads, lock-free, until a word changes.
+// Sockets, clocks and this process's own calls are not words: the owner still runs progress() every so often and
+// after every call that may have given the interface work (src/uct/bridge_idle.cpp).
+struct IdleProbe {
+    static constexpr unsigned kMaxWords = 32;
+    struct Word {
+        const std::atomic<uint64_t> *addr;
+        uint64_t quiet_value;
+    };
+    unsigned n = 0;
+    Word words[kMaxWords];
+
+    bool add(const std::atomic<uint64_t> *addr, uint64_t quiet_value) {
+        if (n == kMaxWords) return false;
+        words[n++] = Word{addr, quiet_value};
+        return true;
+    }
+    bool quiet() const {
+        for (unsigned i = 0; i < n; ++i)
+            if (words[i].addr->load(std::memory_order_acquire) != words[i].quiet_value) return false;
+        return true;
+    }
+};
+
 class Interface {
   public:
     virtual ~Interface() = default;
@@ -286,6 +314,14 @@ class Interface {
     // in latency, since a message that lands mid-call waits for the call to end. It may also count the call as
     // progress() would (shm counts idle calls to pace its control-socket look). False is always correct.
     virtual bool quiet() { return false; }
+    // Called where progress() just found nothing to do, under the interface's lock: true when nothing but the words
+    // it put in *probe is left to wait on (probe->n may be 0), and the memory behind them stays mapped until the
+    // next progress() call, whatever endpoints are destroyed meanwhile. False (the default) when the transport
+    // cannot tell: its caller then progresses it on every call.
+    virtual bool fill_idle_probe(IdleProbe *probe) {
+        (void)probe;
+        return false;
+    }
     // A file descriptor that becomes readable when progress() has work; -1 when kCapWakeup is absent.
     // Call arm_wakeup() (GDX_OK: safe to sleep; GDX_ERR_BUSY: events pending, progress first) before poll().
     virtual int wakeup_fd() const { return -1; }

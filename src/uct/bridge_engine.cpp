@@ -245,8 +245,9 @@ unsigned UctEngine::hand_over() {
     scratch_done_.swap(done);
     scratch_touched_.swap(touched);
     // Callbacks above may have pushed again (each push sets the flag): clear it only when all five are empty.
-    hand_over_ = !done_.empty() || !cancelled_.empty() || !waiting_eps_.empty() || !deregs_.empty() ||
-                 !graveyard_.empty();
+    hand_over_.store(!done_.empty() || !cancelled_.empty() || !waiting_eps_.empty() || !deregs_.empty() ||
+                         !graveyard_.empty(),
+                     std::memory_order_relaxed);
     return finished;
 }
 

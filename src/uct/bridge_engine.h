@@ -17,6 +17,7 @@
 #include "fallback/engine.h"
 #include "uct/bridge_internal.h"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -93,6 +94,8 @@ class UctEngine {
         const unsigned n = eng_->progress();
         return has_hand_over() ? n + hand_over() : n;
     }
+    // Finished, cancelled or parked work waits for progress() to hand it over to UCT (or retry it).
+    bool has_hand_over() const { return hand_over_.load(std::memory_order_relaxed); }
     // Work that needs progress() even when the transport's wakeup fd stays quiet.
     bool busy() const;
 
@@ -142,15 +145,15 @@ class UctEngine {
     std::vector<std::unique_ptr<GdxUctReq[]>> chunks_;
     GdxUctReq *free_ = nullptr;
     // Finished, cancelled or parked work the module hands over to UCT (or retries) after the engine's progress.
-    // One flag for the five lists below, set by every push to them and recomputed at the end of hand_over(), so
-    // that an idle progress reads one byte. A flag left set only costs one more hand_over(); one left clear would
-    // strand work, so no list is pushed to except through hand_over_later().
-    bool has_hand_over() const { return hand_over_; }
     template <typename List, typename T> void hand_over_later(List &list, T &&item) {
         list.push_back(std::forward<T>(item));
-        hand_over_ = true;
+        hand_over_.store(true, std::memory_order_relaxed);
     }
-    bool hand_over_ = false;
+    // One flag for the five lists below, set by every push to them and recomputed at the end of hand_over(), so
+    // that an idle progress reads one byte. A flag left set only costs one more hand_over(); one left clear would
+    // strand work, so no list is pushed to except through hand_over_later(). Atomic: the idle probe reads it
+    // without the lock UCP's async thread may push under (bridge_idle.cpp).
+    std::atomic<bool> hand_over_{false};
     unsigned hand_over(); // progress() past has_hand_over(): returns how many requests finished
     std::vector<GdxUctReq *> done_;  // finished inside Engine::progress; handed to UCT after it
     // progress()'s working lists, kept between calls for their capacity only (empty outside progress).

@@ -37,6 +37,7 @@ extern "C" int gdx_uct_iface_take_failure(gdx_uct_iface_t *iface, gdx_uct_ep_fai
 }
 
 extern "C" void gdx_uct_ep_check(gdx_uct_ep_t *ep) {
+    ep->iface->touched(); // a failure found here is reported from the next full progress
     bool by_staging;
     if (gdx_uct_ep_failure(ep, &by_staging) != GDX_OK) ep->iface->failure_due = true;
 }

@@ -106,6 +106,13 @@ gdx_status_t accepted(gdx_uct_ep *ep, gdx_status_t st) {
     return st;
 }
 
+// An active message the transport wrote into the peer's ring as it returned GDX_OK left nothing for progress to do
+// (the small-message path: no touch, so the idle look stays lock-free); any other answer may have.
+gdx_status_t accepted_am(gdx_uct_ep *ep, gdx_status_t st) {
+    if (st != GDX_OK) ep->iface->touched();
+    return accepted(ep, st);
+}
+
 // Runs op(comp) with a pooled Completion; releases it unless the operation kept it.
 template <typename Op> gdx_status_t with_comp(gdx_uct_ep *ep, void *uct_comp, Op op) {
     GdxUctComp *c = ep->iface->get_comp(uct_comp);
@@ -273,14 +280,9 @@ extern "C" void gdx_uct_iface_attr(gdx_uct_iface_t *iface, gdx_uct_iface_attr_t 
     a->bandwidth_Bps = c.bandwidth_Bps;
 }
 
-extern "C" unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface, int *failure_due) {
-    if ((++iface->failure_tick & 127) == 0) iface->failure_due = true;
-    const unsigned n = iface->ue != nullptr ? iface->ue->progress() : iface->itf->progress(); // idle: Engine::quiet
-    *failure_due = iface->failure_due ? 1 : 0; // after progress: it may have broken an endpoint
-    return n;
-}
 extern "C" int gdx_uct_iface_wakeup_fd(gdx_uct_iface_t *iface) { return iface->itf->wakeup_fd(); }
 extern "C" gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface) {
+    iface->touched();
     // Copies, credits and finished requests move on in progress() only, whatever the transport's fd says.
     if (iface->ue != nullptr && iface->ue->busy()) return GDX_ERR_BUSY;
     // A broken endpoint UCT has not heard of: the fd may never fire again for it, so progress must report it
@@ -296,6 +298,7 @@ extern "C" gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface) {
 }
 
 extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_comp) {
+    iface->touched();
     // Requests parked on an endpoint are not covered either, but an interface flush has no NO_RESOURCE answer
     // (UCP takes one as an error: ucp_worker_flush failed in ucx_perftest's setup): "still in progress", as UCX's
     // rc interface flush says for its endpoints' NO_RESOURCE; UCP polls again. A completion could not be
@@ -336,6 +339,7 @@ extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_co
 }
 
 extern "C" gdx_status_t gdx_uct_iface_fence(gdx_uct_iface_t *iface) {
+    iface->touched();
     if (iface->ue != nullptr) iface->ue->iface_fence(iface->eps);
     for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
         gdx_status_t st = ep->ep->fence();
@@ -347,6 +351,7 @@ extern "C" gdx_status_t gdx_uct_iface_fence(gdx_uct_iface_t *iface) {
 // ---- endpoint --------------------------------------------------------------------------------------------
 
 extern "C" gdx_status_t gdx_uct_ep_create(gdx_uct_iface_t *iface, void *glue_ep, gdx_uct_ep_t **out) {
+    if (iface != nullptr) iface->touched();
     auto ep = std::unique_ptr<gdx_uct_ep>(new (std::nothrow) gdx_uct_ep);
     if (!ep) return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "ep create: out of memory");
     gdx_status_t st = iface->itf->ep_create(&ep->ep);
@@ -361,6 +366,7 @@ extern "C" gdx_status_t gdx_uct_ep_create(gdx_uct_iface_t *iface, void *glue_ep,
 }
 
 extern "C" void gdx_uct_ep_destroy(gdx_uct_ep_t *ep) {
+    if (ep != nullptr) ep->iface->touched();
     if (ep == nullptr) return;
     gdx_uct_iface *iface = ep->iface;
     if (ep->probe != nullptr) ep->probe->probe_of = nullptr; // a late completion must not touch this ep
@@ -400,6 +406,7 @@ extern "C" gdx_status_t gdx_uct_ep_get_address(gdx_uct_ep_t *ep, void *buffer) {
 static gdx_status_t ep_connect(gdx_uct_ep *ep, const void *address);
 
 extern "C" gdx_status_t gdx_uct_ep_connect(gdx_uct_ep_t *ep, const void *address) {
+    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
     const gdx_status_t st = ep_connect(ep, address);
     if ((st == GDX_OK || st == GDX_INPROGRESS) && ep->watch == gdx_uct_ep::Watch::Unconnected)
         ep->watch = gdx_uct_ep::Watch::Connected;
@@ -439,7 +446,7 @@ extern "C" gdx_status_t gdx_uct_ep_am_short_iov(gdx_uct_ep_t *ep, uint8_t id, co
     if (iface->in_place) {
         tp::AmSeg v[GDX_UCT_MAX_SEGS];
         for (size_t i = 0; i < count; ++i) v[i] = tp::AmSeg{segs[i].data, segs[i].length};
-        return accepted(ep, ep->ep->am_short_iov(id, std::span<const tp::AmSeg>(v, count)));
+        return accepted_am(ep, ep->ep->am_short_iov(id, std::span<const tp::AmSeg>(v, count)));
     }
     size_t total = 0;
     for (size_t i = 0; i < count; ++i) {
@@ -449,12 +456,13 @@ extern "C" gdx_status_t gdx_uct_ep_am_short_iov(gdx_uct_ep_t *ep, uint8_t id, co
         if (segs[i].length != 0) std::memcpy(iface->scratch.get() + total, segs[i].data, segs[i].length);
         total += segs[i].length;
     }
+    iface->touched(); // a transport that copies from a buffer may queue the message for progress to send
     return accepted(ep, ep->ep->am_short(id, iface->scratch.get(), total));
 }
 
 extern "C" gdx_status_t gdx_uct_ep_am_short(gdx_uct_ep_t *ep, uint8_t id, uint64_t header, const void *payload,
                                            size_t length) {
-    if (ep->iface->in_place) return accepted(ep, ep->ep->am_short_hdr(id, header, payload, length));
+    if (ep->iface->in_place) return accepted_am(ep, ep->ep->am_short_hdr(id, header, payload, length));
     const gdx_uct_seg_t segs[2] = {{&header, sizeof(header)}, {payload, length}};
     return gdx_uct_ep_am_short_iov(ep, id, segs, 2);
 }
@@ -462,13 +470,14 @@ extern "C" gdx_status_t gdx_uct_ep_am_short(gdx_uct_ep_t *ep, uint8_t id, uint64
 extern "C" gdx_status_t gdx_uct_ep_am_bcopy_pack(gdx_uct_ep_t *ep, uint8_t id, gdx_uct_pack_cb_t pack, void *arg,
                                                  size_t *len) {
     gdx_uct_iface *iface = ep->iface;
-    if (iface->in_place) return accepted(ep, ep->ep->am_bcopy_pack(id, pack, arg, len));
+    if (iface->in_place) return accepted_am(ep, ep->ep->am_bcopy_pack(id, pack, arg, len));
     // The transport copies from a buffer: UCT's pack callback fills the interface's first. On back-pressure the
     // packing is wasted; UCP restores its send state and packs again later.
     size_t n = pack(iface->scratch.get(), arg);
     if (n > iface->itf->caps().max_am_bcopy)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_bcopy: the pack callback wrote %zu bytes (max_am_bcopy %zu)",
                         n, iface->itf->caps().max_am_bcopy);
+    iface->touched(); // a transport that copies from a buffer may queue the message for progress to send
     gdx_status_t st = accepted(ep, ep->ep->am_bcopy(id, iface->scratch.get(), n));
     if (st == GDX_OK) *len = n;
     return st;
@@ -476,6 +485,7 @@ extern "C" gdx_status_t gdx_uct_ep_am_bcopy_pack(gdx_uct_ep_t *ep, uint8_t id, g
 
 extern "C" gdx_status_t gdx_uct_ep_am_zcopy(gdx_uct_ep_t *ep, uint8_t id, const void *header, size_t header_len,
                                             const void *payload, size_t len, gdx_uct_memh_t *memh, void *comp) {
+    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
     const tp::MemHandle *h = memh != nullptr ? memh->handle() : nullptr;
     if (h != nullptr && !h->info().host_accessible && len > 0)
         return am_zcopy_from_device(ep, id, header, header_len, payload, len, h->info(), comp);
@@ -486,6 +496,7 @@ extern "C" gdx_status_t gdx_uct_ep_am_zcopy(gdx_uct_ep_t *ep, uint8_t id, const 
 
 extern "C" gdx_status_t gdx_uct_ep_put(gdx_uct_ep_t *ep, const void *buf, size_t len, gdx_uct_memh_t *memh,
                                        uint64_t remote_addr, gdx_uct_rkey_t *rkey, void *comp) {
+    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
     if (ep->iface->ue != nullptr)
         return accepted(ep, ep->iface->ue->xfer(true, ep, const_cast<void *>(buf), len, memh, remote_addr, rkey, comp));
     const tp::RemoteKey *key = nullptr;
@@ -497,6 +508,7 @@ extern "C" gdx_status_t gdx_uct_ep_put(gdx_uct_ep_t *ep, const void *buf, size_t
 
 extern "C" gdx_status_t gdx_uct_ep_get(gdx_uct_ep_t *ep, void *buf, size_t len, gdx_uct_memh_t *memh,
                                        uint64_t remote_addr, gdx_uct_rkey_t *rkey, void *comp) {
+    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
     if (ep->iface->ue != nullptr)
         return accepted(ep, ep->iface->ue->xfer(false, ep, buf, len, memh, remote_addr, rkey, comp));
     const tp::RemoteKey *key = nullptr;
@@ -515,6 +527,7 @@ gdx_status_t gdx_uct_ep_transport_flush(gdx_uct_ep *ep, void *uct_comp) {
 }
 
 extern "C" gdx_status_t gdx_uct_ep_flush(gdx_uct_ep_t *ep, void *uct_comp) {
+    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
     if (has_parked(ep)) return GDX_ERR_NO_RESOURCE;
     // Engine requests first (their completion is their bytes in place), then the transport's flush.
     if (ep->iface->ue != nullptr && ep->iface->ue->outstanding(ep)) return ep->iface->ue->flush(ep, uct_comp);
@@ -537,6 +550,7 @@ extern "C" gdx_status_t gdx_uct_ep_flush(gdx_uct_ep_t *ep, void *uct_comp) {
 }
 
 extern "C" gdx_status_t gdx_uct_ep_fence(gdx_uct_ep_t *ep) {
+    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
     if (ep->iface->ue != nullptr) {
         gdx_status_t st = ep->iface->ue->ep_fence(ep); // NO_RESOURCE while engine requests are outstanding
         if (st != GDX_OK) return st;
@@ -545,6 +559,7 @@ extern "C" gdx_status_t gdx_uct_ep_fence(gdx_uct_ep_t *ep) {
 }
 
 extern "C" gdx_status_t gdx_uct_ep_pending_add(gdx_uct_ep_t *ep, void *req) {
+    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
     // Behind an endpoint fence that waits for engine requests: held, in order, by the engine's ordering.
     if (ep->iface->ue != nullptr && ep->iface->ue->hold_pending(ep, req)) return GDX_OK;
     return gdx_uct_ep_transport_pending_add(ep, req);
@@ -567,6 +582,7 @@ gdx_status_t gdx_uct_ep_transport_pending_add(gdx_uct_ep *ep, void *req) {
 }
 
 extern "C" void gdx_uct_ep_pending_purge(gdx_uct_ep_t *ep, void (*cb)(void *req, void *arg), void *arg) {
+    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
     while (!ep->held_pending.empty()) { // held behind an endpoint fence (bridge_order.cpp)
         void *req = ep->held_pending.front();
         ep->held_pending.pop_front();

@@ -9,6 +9,7 @@
 #include "transport/transport.h"
 #include "uct/uct_gdx.h"
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <string>
@@ -169,6 +170,13 @@ struct gdx_uct_iface {
     // arm found one (a process about to sleep must hear of it first).
     unsigned failure_tick = 0;
     bool failure_due = false;
+    // The lock-free idle look (bridge_idle.cpp): filled by a progress that found nothing to do, trusted while
+    // probe_ready holds. Every call that may give the interface work clears probe_ready (touched()), from any
+    // thread; only progress, under the async lock, sets it.
+    gdx::tp::IdleProbe probe;
+    std::atomic<bool> probe_ready{false};
+    unsigned probe_calls = 0;
+    void touched() { probe_ready.store(false, std::memory_order_relaxed); }
     GdxUctComp *free_comps = nullptr;
     std::vector<std::unique_ptr<GdxUctComp[]>> comp_chunks;
 

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
 #include <poll.h>
 #include <spawn.h>
 #include <sstream>
@@ -34,6 +35,14 @@ long long check_pattern(const uint8_t *p, size_t len, uint64_t seed, uint64_t fi
     for (size_t i = 0; i < len; ++i)
         if (p[i] != pattern(seed, first + i)) return static_cast<long long>(i);
     return -1;
+}
+
+size_t mapped_segments(const std::string &prefix) {
+    std::ifstream f("/proc/self/maps");
+    size_t n = 0;
+    for (std::string line; std::getline(f, line);)
+        if (line.find(prefix) != std::string::npos) ++n;
+    return n;
 }
 
 const char *kind_name(Kind k) {

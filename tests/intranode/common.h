@@ -22,6 +22,9 @@ void fill_pattern(uint8_t *p, size_t len, uint64_t seed, uint64_t first = 0);
 // Index of the first byte that differs from the pattern, or -1.
 long long check_pattern(const uint8_t *p, size_t len, uint64_t seed, uint64_t first = 0);
 
+// This process's shared segments still mapped (memfd names in /proc/self/maps starting with `prefix`).
+size_t mapped_segments(const std::string &prefix = "memfd:gdx-shm");
+
 // ---- buffers ----------------------------------------------------------------------------------------------
 
 enum class Kind { Host, Cuda, Managed, Vmm, Pool };

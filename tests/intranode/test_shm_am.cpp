@@ -356,5 +356,52 @@ TEST_F(ShmAm, QuietOnlyWhenProgressHasNothingToDo) {
     }
 }
 
+// tp::IdleProbe, what the UCX module looks at without UCP's async lock between progress calls: filled where
+// progress() found nothing, it must turn busy for every record a peer publishes (through the ring's wraps and pads,
+// here a 64 KiB ring), be refused while a channel connects, and keep a destroyed endpoint's segment mapped until the
+// next progress() (UCP's async thread may destroy one while the module's thread looks).
+TEST_F(ShmAm, IdleProbeTurnsBusyForEveryRecordAndOnlyThen) {
+    open({{"GDX_SHM_RING_SIZE", "64K"}});
+    auto idle = [&] { return progress_until(*tp.iface, [&] { return tp.iface->progress() == 0; }, kLimit); };
+    tp::IdleProbe probe;
+    std::vector<uint8_t> msg(200);
+    constexpr uint64_t kMessages = 3000; // 200-byte records: the 64 KiB ring wraps ~10 times
+    for (uint64_t i = 0; i < kMessages; ++i) {
+        ASSERT_TRUE(idle());
+        ASSERT_TRUE(tp.iface->fill_idle_probe(&probe)) << "message " << i << ": no probe from an idle interface";
+        ASSERT_EQ(probe.n, 4u) << "two words per endpoint: the ring's next seq word and the grant mailbox";
+        ASSERT_TRUE(probe.quiet()) << "message " << i << ": busy with nothing sent";
+        fill_pattern(msg.data(), msg.size(), i);
+        ASSERT_EQ(a->am_short(kId, msg.data(), msg.size()), GDX_OK) << i;
+        ASSERT_FALSE(probe.quiet()) << "message " << i << ": a record the probe did not see";
+        got.clear();
+        ASSERT_TRUE(receive(1)) << i;
+        ASSERT_EQ(got[0].size(), msg.size());
+        ASSERT_EQ(check_pattern(got[0].data(), msg.size(), i), -1) << "message " << i << " altered";
+    }
+}
+
+TEST_F(ShmAm, IdleProbeRefusedWhileConnectingAndSegmentsOutliveIt) {
+    open();
+    std::unique_ptr<tp::Endpoint> c;
+    ASSERT_EQ(tp.iface->ep_create(&c), GDX_OK);
+    ASSERT_EQ(c->connect(a->address()), GDX_INPROGRESS);
+    tp::IdleProbe probe;
+    EXPECT_FALSE(tp.iface->fill_idle_probe(&probe)) << "a probe while a channel connects (no word shows a HELLO)";
+    c.reset();
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return tp.iface->progress() == 0; }, kLimit));
+    ASSERT_TRUE(tp.iface->fill_idle_probe(&probe));
+    const size_t before = mapped_segments();
+    b.reset(); // as UCP's async thread may, between two looks of the module's thread
+    EXPECT_EQ(mapped_segments(), before - 1) << "the peer's segment goes, this side's own stays for the probe";
+    EXPECT_TRUE(probe.quiet()) << "reading the destroyed endpoint's words (still mapped)";
+    tp.iface->progress();
+    EXPECT_EQ(mapped_segments(), before - 2) << "the retired segment outlived the next progress()";
+    // No probe handed out since that progress(): a destroyed endpoint's segments go at once (its own and its
+    // mapping of the peer's).
+    a.reset();
+    EXPECT_EQ(mapped_segments(), before - 4);
+}
+
 } // namespace
 } // namespace gdx::test

@@ -149,6 +149,10 @@ class Channel {
         return n;
     }
     bool rx_empty() { return !up() || rx_.empty(); }
+    const std::atomic<uint64_t> *rx_head_word() const { return rx_.head_seq_word(); }
+    // This side's segment (its receive ring and extra area), moved out for the owner to unmap later: an idle probe
+    // may still read it (IdleProbe). Only just before the channel is destroyed.
+    Segment take_own_segment() { return static_cast<Segment &&>(own_); }
     RingCtl *rx_ctl() const { return rx_.ctl(); }
 
     // ---- control socket ----

@@ -63,6 +63,9 @@ class Hub {
         ++idle_calls_;
         return true;
     }
+    // Nothing connecting and no accepted connection waiting for its HELLO (ctrl_quiet() without the look's pacing:
+    // for an idle probe, whose owner paces the looks itself).
+    bool ctrl_idle() const { return !maybe_connecting_ && pending_.empty(); }
     // A channel started connecting: progress_ctrl() runs on every call until none is (it clears this).
     void note_connecting() { maybe_connecting_ = true; }
     // Drains the eventfd and marks every up channel's ring as sleeping. GDX_ERR_BUSY (nothing marked) when a

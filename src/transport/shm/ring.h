@@ -192,6 +192,12 @@ class RingReader {
     void release() { ctl_->head.store(head_, std::memory_order_release); }
     // No record (or PAD) published at the head. Hub::arm() calls it after its fence (Dekker with the producer).
     bool empty() { return !published_at(head_ & (size_ - 1)); }
+    // The seq word the next record will publish (an idle probe's word: it changes only when that record comes).
+    const std::atomic<uint64_t> *head_seq_word() const {
+        static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
+                      alignof(std::atomic<uint64_t>) == alignof(uint64_t));
+        return reinterpret_cast<const std::atomic<uint64_t> *>(data_ + (head_ & (size_ - 1)) + kRecSeqOff);
+    }
     RingCtl *ctl() const { return ctl_; }
 
   private:

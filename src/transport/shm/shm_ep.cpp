@@ -56,6 +56,15 @@ ShmEp::~ShmEp() {
     for (auto &f : flushes_)
         if (f.second) f.second->complete(GDX_ERR_CANCELED);
     iface_->remove_ep(this);
+    iface_->retire(ch_.take_own_segment()); // an idle probe may still read our ring and mailbox (IdleProbe)
+}
+
+bool ShmEp::add_probe_words(IdleProbe *probe) {
+    if (!ch_.up()) return ch_.state() != Channel::State::Connecting; // a broken or unused channel gives no work
+    if (!idle() || grant_outstanding()) return false;
+    auto *mine = reinterpret_cast<const ShmExtra *>(ch_.local_extra());
+    const std::atomic<uint64_t> *head = ch_.rx_head_word();
+    return probe->add(head, head->load(std::memory_order_acquire)) && probe->add(&mine->grant.seq, serviced_grant_);
 }
 
 std::vector<uint8_t> ShmEp::address() const { return ch_.address({}); }

@@ -92,6 +92,8 @@ void ShmIface::quiesce_key(uint64_t key) {
 }
 
 unsigned ShmIface::progress() {
+    probe_out_ = false;
+    if (!retired_.empty()) [[unlikely]] retired_.clear(); // no idle probe looks at them any more (retire())
     unsigned n = hub_->progress_ctrl();
     // Index loop: an AM handler may create endpoints (appending to eps_).
     for (size_t i = 0; i < eps_.size(); ++i) {
@@ -105,6 +107,15 @@ bool ShmIface::quiet() {
     for (ShmEp *ep : eps_)
         if (!ep->quiet()) return false;
     return hub_->ctrl_quiet(); // last: it counts the calls it answers (the control-socket look comes every 32nd)
+}
+
+bool ShmIface::fill_idle_probe(IdleProbe *probe) {
+    probe->n = 0;
+    probe_out_ = true;
+    if (!hub_->ctrl_idle()) return false;
+    for (ShmEp *ep : eps_)
+        if (!ep->add_probe_words(probe)) return false;
+    return true;
 }
 
 gdx_status_t ShmIface::arm_wakeup() {

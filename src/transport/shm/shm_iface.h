@@ -110,6 +110,8 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     // Interface hooks. ShmIface::progress() asks quiet() inline and calls progress_work() only past it.
     unsigned progress() { return quiet() ? 0 : progress_work(); }
     unsigned progress_work();
+    // Adds this endpoint's idle-probe words (IdleProbe); false when it has work now or the probe is full.
+    bool add_probe_words(IdleProbe *probe);
     // progress() would return 0 at once: the channel is not up, or nothing waits (idle()).
     bool quiet();
     bool has_work();
@@ -244,6 +246,9 @@ class ShmIface final : public InterfaceBase {
     gdx_status_t ep_create(std::unique_ptr<Endpoint> *out) override;
     unsigned progress() override;
     bool quiet() override;
+    // Per endpoint its ring's next seq word and its grant mailbox (the two ways a peer gives us work); the
+    // segments of endpoints destroyed meanwhile stay mapped until the next progress() (retire()).
+    bool fill_idle_probe(IdleProbe *probe) override;
     int wakeup_fd() const override { return hub_->wakeup_fd(); }
     gdx_status_t arm_wakeup() override;
 
@@ -252,6 +257,12 @@ class ShmIface final : public InterfaceBase {
     const ShmTunables &tun() const { return tun_; }
     void add_ep(ShmEp *ep) { eps_.push_back(ep); }
     void remove_ep(ShmEp *ep);
+    // A destroyed endpoint's own segment: unmapped at the next progress() while an idle probe filled since the last
+    // one may still read it (UCP's async thread can destroy an endpoint while the owner's thread looks without the
+    // lock), else at once.
+    void retire(Segment seg) {
+        if (probe_out_) retired_.push_back(static_cast<Segment &&>(seg));
+    }
     // max_am_bcopy bytes for ShmEp::am_bcopy_pack while a ring is too full to pack in place (made on first use;
     // nullptr, logged, when out of memory).
     uint8_t *pack_buffer();
@@ -268,6 +279,8 @@ class ShmIface final : public InterfaceBase {
     ShmMd md_;
     ShmTunables tun_;
     std::vector<ShmEp *> eps_;
+    std::vector<Segment> retired_; // retire()
+    bool probe_out_ = false;       // fill_idle_probe() handed out words since the last progress()
     std::unique_ptr<uint8_t[]> pack_buf_;
 };
 
