@@ -351,7 +351,7 @@ extern "C" gdx_status_t gdx_uct_iface_fence(gdx_uct_iface_t *iface) {
 // ---- endpoint --------------------------------------------------------------------------------------------
 
 extern "C" gdx_status_t gdx_uct_ep_create(gdx_uct_iface_t *iface, void *glue_ep, gdx_uct_ep_t **out) {
-    if (iface != nullptr) iface->touched();
+    iface->touched();
     auto ep = std::unique_ptr<gdx_uct_ep>(new (std::nothrow) gdx_uct_ep);
     if (!ep) return GDX_FAIL(GDX_ERR_NO_MEMORY, kComp, "ep create: out of memory");
     gdx_status_t st = iface->itf->ep_create(&ep->ep);
@@ -366,9 +366,9 @@ extern "C" gdx_status_t gdx_uct_ep_create(gdx_uct_iface_t *iface, void *glue_ep,
 }
 
 extern "C" void gdx_uct_ep_destroy(gdx_uct_ep_t *ep) {
-    if (ep != nullptr) ep->iface->touched();
     if (ep == nullptr) return;
     gdx_uct_iface *iface = ep->iface;
+    iface->touched();
     if (ep->probe != nullptr) ep->probe->probe_of = nullptr; // a late completion must not touch this ep
     // The engine lets go of the gdx endpoints, or keeps one it still uses (then the gdx queue that holds our
     // pending nodes lives on, and so must they). Destroying a gdx endpoint drops its pending queue; our nodes are
@@ -406,7 +406,7 @@ extern "C" gdx_status_t gdx_uct_ep_get_address(gdx_uct_ep_t *ep, void *buffer) {
 static gdx_status_t ep_connect(gdx_uct_ep *ep, const void *address);
 
 extern "C" gdx_status_t gdx_uct_ep_connect(gdx_uct_ep_t *ep, const void *address) {
-    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
+    ep->iface->touched();
     const gdx_status_t st = ep_connect(ep, address);
     if ((st == GDX_OK || st == GDX_INPROGRESS) && ep->watch == gdx_uct_ep::Watch::Unconnected)
         ep->watch = gdx_uct_ep::Watch::Connected;
@@ -456,7 +456,7 @@ extern "C" gdx_status_t gdx_uct_ep_am_short_iov(gdx_uct_ep_t *ep, uint8_t id, co
         if (segs[i].length != 0) std::memcpy(iface->scratch.get() + total, segs[i].data, segs[i].length);
         total += segs[i].length;
     }
-    iface->touched(); // a transport that copies from a buffer may queue the message for progress to send
+    iface->touched(); // a transport that copies from a buffer may queue it for progress to send
     return accepted(ep, ep->ep->am_short(id, iface->scratch.get(), total));
 }
 
@@ -477,7 +477,7 @@ extern "C" gdx_status_t gdx_uct_ep_am_bcopy_pack(gdx_uct_ep_t *ep, uint8_t id, g
     if (n > iface->itf->caps().max_am_bcopy)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "am_bcopy: the pack callback wrote %zu bytes (max_am_bcopy %zu)",
                         n, iface->itf->caps().max_am_bcopy);
-    iface->touched(); // a transport that copies from a buffer may queue the message for progress to send
+    iface->touched(); // a transport that copies from a buffer may queue it for progress to send
     gdx_status_t st = accepted(ep, ep->ep->am_bcopy(id, iface->scratch.get(), n));
     if (st == GDX_OK) *len = n;
     return st;
@@ -485,7 +485,7 @@ extern "C" gdx_status_t gdx_uct_ep_am_bcopy_pack(gdx_uct_ep_t *ep, uint8_t id, g
 
 extern "C" gdx_status_t gdx_uct_ep_am_zcopy(gdx_uct_ep_t *ep, uint8_t id, const void *header, size_t header_len,
                                             const void *payload, size_t len, gdx_uct_memh_t *memh, void *comp) {
-    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
+    ep->iface->touched();
     const tp::MemHandle *h = memh != nullptr ? memh->handle() : nullptr;
     if (h != nullptr && !h->info().host_accessible && len > 0)
         return am_zcopy_from_device(ep, id, header, header_len, payload, len, h->info(), comp);
@@ -496,7 +496,7 @@ extern "C" gdx_status_t gdx_uct_ep_am_zcopy(gdx_uct_ep_t *ep, uint8_t id, const 
 
 extern "C" gdx_status_t gdx_uct_ep_put(gdx_uct_ep_t *ep, const void *buf, size_t len, gdx_uct_memh_t *memh,
                                        uint64_t remote_addr, gdx_uct_rkey_t *rkey, void *comp) {
-    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
+    ep->iface->touched();
     if (ep->iface->ue != nullptr)
         return accepted(ep, ep->iface->ue->xfer(true, ep, const_cast<void *>(buf), len, memh, remote_addr, rkey, comp));
     const tp::RemoteKey *key = nullptr;
@@ -508,7 +508,7 @@ extern "C" gdx_status_t gdx_uct_ep_put(gdx_uct_ep_t *ep, const void *buf, size_t
 
 extern "C" gdx_status_t gdx_uct_ep_get(gdx_uct_ep_t *ep, void *buf, size_t len, gdx_uct_memh_t *memh,
                                        uint64_t remote_addr, gdx_uct_rkey_t *rkey, void *comp) {
-    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
+    ep->iface->touched();
     if (ep->iface->ue != nullptr)
         return accepted(ep, ep->iface->ue->xfer(false, ep, buf, len, memh, remote_addr, rkey, comp));
     const tp::RemoteKey *key = nullptr;
@@ -527,7 +527,7 @@ gdx_status_t gdx_uct_ep_transport_flush(gdx_uct_ep *ep, void *uct_comp) {
 }
 
 extern "C" gdx_status_t gdx_uct_ep_flush(gdx_uct_ep_t *ep, void *uct_comp) {
-    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
+    ep->iface->touched();
     if (has_parked(ep)) return GDX_ERR_NO_RESOURCE;
     // Engine requests first (their completion is their bytes in place), then the transport's flush.
     if (ep->iface->ue != nullptr && ep->iface->ue->outstanding(ep)) return ep->iface->ue->flush(ep, uct_comp);
@@ -550,7 +550,7 @@ extern "C" gdx_status_t gdx_uct_ep_flush(gdx_uct_ep_t *ep, void *uct_comp) {
 }
 
 extern "C" gdx_status_t gdx_uct_ep_fence(gdx_uct_ep_t *ep) {
-    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
+    ep->iface->touched();
     if (ep->iface->ue != nullptr) {
         gdx_status_t st = ep->iface->ue->ep_fence(ep); // NO_RESOURCE while engine requests are outstanding
         if (st != GDX_OK) return st;
@@ -559,7 +559,7 @@ extern "C" gdx_status_t gdx_uct_ep_fence(gdx_uct_ep_t *ep) {
 }
 
 extern "C" gdx_status_t gdx_uct_ep_pending_add(gdx_uct_ep_t *ep, void *req) {
-    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
+    ep->iface->touched();
     // Behind an endpoint fence that waits for engine requests: held, in order, by the engine's ordering.
     if (ep->iface->ue != nullptr && ep->iface->ue->hold_pending(ep, req)) return GDX_OK;
     return gdx_uct_ep_transport_pending_add(ep, req);
@@ -582,7 +582,7 @@ gdx_status_t gdx_uct_ep_transport_pending_add(gdx_uct_ep *ep, void *req) {
 }
 
 extern "C" void gdx_uct_ep_pending_purge(gdx_uct_ep_t *ep, void (*cb)(void *req, void *arg), void *arg) {
-    ep->iface->touched(); // it may give the interface work: progress runs in full next (bridge_idle.cpp)
+    ep->iface->touched();
     while (!ep->held_pending.empty()) { // held behind an endpoint fence (bridge_order.cpp)
         void *req = ep->held_pending.front();
         ep->held_pending.pop_front();

@@ -171,8 +171,10 @@ struct gdx_uct_iface {
     unsigned failure_tick = 0;
     bool failure_due = false;
     // The lock-free idle look (bridge_idle.cpp): filled by a progress that found nothing to do, trusted while
-    // probe_ready holds. Every call that may give the interface work clears probe_ready (touched()), from any
-    // thread; only progress, under the async lock, sets it.
+    // probe_ready holds. Every module call that may leave the interface work (an operation, a flush or fence, a
+    // pending request, an endpoint created, connected, checked or destroyed, arm) calls touched() first, from any
+    // thread, so that the next progress runs in full; only progress, under the async lock, sets it. An active
+    // message the transport wrote into the peer's ring leaves nothing (accepted_am).
     gdx::tp::IdleProbe probe;
     std::atomic<bool> probe_ready{false};
     unsigned probe_calls = 0;

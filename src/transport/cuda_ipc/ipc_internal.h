@@ -64,7 +64,7 @@ class CudaIpcEp final : public RingAmEndpoint, public shm::ChannelOwner {
     shm::Channel &channel() { return ch_; }
     size_t outstanding() const { return active_; }
 
-    bool on_record(const shm::RecHdr &hdr, const uint8_t *rec) override;
+    bool on_record(const shm::RecHdr &hdr, const uint8_t *rec); // Channel::poll's (ChannelOwner)
     void on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *fds, size_t nfds) override;
     void on_failed(gdx_status_t status) override;
 

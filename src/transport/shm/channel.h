@@ -40,12 +40,12 @@ inline constexpr size_t kCtrlHdrSize = 8; // magic(4) type(2) reserved(2)
 inline constexpr size_t kHelloTailSize = 48;
 
 // What an endpoint built on a channel implements. Calls come from Hub::progress_ctrl() and Channel::poll(), on
-// the thread driving the interface.
+// the thread driving the interface. Besides these, an owner has `bool on_record(const RecHdr &, const uint8_t *rec)`,
+// which Channel::poll(owner, budget) calls by the owner's own type (no virtual call on the path of every message):
+// one record from the peer; false leaves it in the ring (the owner waits for something, e.g. a GPU flag) and stops
+// this poll, and it is offered again next time.
 class ChannelOwner {
   public:
-    // One record from the peer. Return false to leave it in the ring (the owner is waiting for something, e.g.
-    // a GPU flag) and stop this poll; it is offered again next time.
-    virtual bool on_record(const RecHdr &hdr, const uint8_t *rec) = 0;
     // A control message of an owner type; the owner takes the descriptors.
     virtual void on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *fds, size_t nfds) = 0;
     virtual void on_up() {}
@@ -137,7 +137,7 @@ class Channel {
                 break;
             }
             if (h.type == kRecCaps) [[unlikely]] take_caps(h, rec);
-            else if (!owner.Owner::on_record(h, rec)) break;
+            else if (!owner.on_record(h, rec)) break;
             if (state_ != State::Up) return n; // the owner failed the channel while handling the record
             rx_.consume(h);
             ++n;

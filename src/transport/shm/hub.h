@@ -59,7 +59,7 @@ class Hub {
     // progress_ctrl() would do nothing on this call: nothing connecting and no control-socket look due. Counts the
     // call as an idle one (so the look still comes every 32nd call).
     bool ctrl_quiet() {
-        if (maybe_connecting_ || !pending_.empty() || ((idle_calls_ + 1) & 31) == 0) return false;
+        if (!ctrl_idle() || ((idle_calls_ + 1) & 31) == 0) return false;
         ++idle_calls_;
         return true;
     }

@@ -108,7 +108,6 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     gdx_status_t map_remote(const RemoteKey &rkey, uint8_t **local) override;
 
     // Interface hooks. ShmIface::progress() asks quiet() inline and calls progress_work() only past it.
-    unsigned progress() { return quiet() ? 0 : progress_work(); }
     unsigned progress_work();
     // Adds this endpoint's idle-probe words (IdleProbe); false when it has work now or the probe is full.
     bool add_probe_words(IdleProbe *probe);
@@ -123,9 +122,9 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     ShmIface *iface() const { return iface_; }
     size_t outstanding() const { return active_; }
 
-    // ChannelOwner. An active message with no granted copy in flight is handed to the user here, inline in
-    // Channel::poll; every other record goes through on_other_record().
-    bool on_record(const RecHdr &hdr, const uint8_t *rec) override;
+    // ChannelOwner (on_record: Channel::poll's). An active message with no granted copy in flight is handed to the
+    // user here, inline in Channel::poll; every other record goes through on_other_record().
+    bool on_record(const RecHdr &hdr, const uint8_t *rec);
     void on_ctrl(uint16_t type, const uint8_t *body, size_t len, const int *fds, size_t nfds) override;
     void on_failed(gdx_status_t status) override;
 
