@@ -66,10 +66,7 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/nu
 # ---- the module, built against this UCX ------------------------------------------------------------------------
 if [ "$nobuild" = 0 ]; then
   t0=$(date +%s)
-  gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-  if ! { cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGDX_BUILD_TESTS=OFF \
-           -DGDX_UCX_PREFIX="$prefix" -DGDX_UCX_SRC_DIR="$src" -DGDX_UCX_INFO="$prefix/bin/ucx_info" &&
-         cmake --build "$build" -j "$(nproc)" --target uct_gdx; } > "$work/build.log" 2>&1; then
+  if ! "$root/scripts/ucx-build.sh" module "$root" "$build" "$prefix" "$src" > "$work/build.log" 2>&1; then
     tail -30 "$work/build.log"; die "building libuct_gdx against $prefix failed ($work/build.log)"
   fi
   grep "gdx: libuct_gdx" "$work/build.log" | sed 's/ (.*//; s/^-- /# /'

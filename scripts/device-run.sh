@@ -67,16 +67,7 @@ if [ -x /tmp/ucx-cuda/bin/ucx_perftest ] && [ -f /tmp/ucx-build/config.h ]; then
 fi
 if [ -n "$ucx_src" ] && { ! skipped bench || ! skipped uct-bench || ! skipped host-bench; }; then
   say "upstream UCX with CUDA from $ucx_src, in the background (/tmp/ucx-cuda)"
-  (
-    set -e
-    rm -rf /tmp/ucx-build && mkdir -p /tmp/ucx-build && tar -xzf "$ucx_src" -C /tmp/ucx-build --strip-components=1
-    cd /tmp/ucx-build
-    [ -x ./configure ] || ./autogen.sh
-    # NVCC=/bin/false, --without-gda: no device-side code (1.22's perftest kernels include DOCA headers)
-    ./contrib/configure-release --prefix=/tmp/ucx-cuda --with-cuda=/usr/local/cuda --without-verbs --without-rdmacm \
-      NVCC=/bin/false --without-java --without-go --without-gda
-    make -j "$jobs" install
-  ) > "$logs/ucx-cuda-build.log" 2>&1 &
+  scripts/ucx-build.sh ucx "$ucx_src" /tmp/ucx-cuda /tmp/ucx-build > "$logs/ucx-cuda-build.log" 2>&1 &
   ucx_pid=$!
 fi
 if [ -n "$baseline" ] && ! skipped bench; then
