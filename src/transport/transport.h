@@ -281,19 +281,23 @@ struct IdleProbe {
     struct Word {
         const std::atomic<uint64_t> *addr;
         uint64_t quiet_value;
+        void *ctx; // the transport's, for progress_probed(): what this word announces work for (null: nothing it
+                   // can handle there)
     };
     unsigned n = 0;
     Word words[kMaxWords];
 
-    bool add(const std::atomic<uint64_t> *addr, uint64_t quiet_value) {
+    bool add(const std::atomic<uint64_t> *addr, uint64_t quiet_value, void *ctx = nullptr) {
         if (n == kMaxWords) return false;
-        words[n++] = Word{addr, quiet_value};
+        words[n++] = Word{addr, quiet_value, ctx};
         return true;
     }
-    bool quiet() const {
+    bool quiet() const { return changed() < 0; }
+    // The first word that no longer holds its quiet value, or -1.
+    int changed() const {
         for (unsigned i = 0; i < n; ++i)
-            if (words[i].addr->load(std::memory_order_acquire) != words[i].quiet_value) return false;
-        return true;
+            if (words[i].addr->load(std::memory_order_acquire) != words[i].quiet_value) return static_cast<int>(i);
+        return -1;
     }
 };
 
@@ -322,6 +326,22 @@ class Interface {
         (void)probe;
         return false;
     }
+    // Called under the interface's lock when word `i` of a probe that fill_idle_probe() filled (and that nothing
+    // invalidated since) changed: delivers the active messages that word announces, those with their id's bit set
+    // in `am_ids`, without a full progress(), and re-points the word so that the probe covers what is left.
+    // Returns how many it delivered; *valid false when the probe no longer covers what is left (a record of
+    // another kind or id, a grant, more records than one call takes: the caller must then progress() in full
+    // before it trusts the probe again). The caller also stops trusting it when a handler gave the interface work
+    // (an operation, a flush: what invalidates a probe anyway). A message delivered here costs its receiver no
+    // walk of the interface's other endpoints and no look at what no word shows; that look comes with the next
+    // progress(). The default delivers nothing.
+    virtual unsigned progress_probed(IdleProbe *probe, unsigned i, uint32_t am_ids, bool *valid) {
+        (void)probe;
+        (void)i;
+        (void)am_ids;
+        *valid = false;
+        return 0;
+    }
     // A file descriptor that becomes readable when progress() has work; -1 when kCapWakeup is absent.
     // Call arm_wakeup() (GDX_OK: safe to sleep; GDX_ERR_BUSY: events pending, progress first) before poll().
     virtual int wakeup_fd() const { return -1; }
@@ -329,6 +349,7 @@ class Interface {
 };
 
 inline constexpr unsigned kMaxAmId = 32;
+static_assert(kMaxAmId <= 32, "Interface::progress_probed takes the ids as a 32-bit mask");
 
 // ---- component (a transport family) and the registry ----------------------------------------------------
 

@@ -403,5 +403,86 @@ TEST_F(ShmAm, IdleProbeRefusedWhileConnectingAndSegmentsOutliveIt) {
     EXPECT_EQ(mapped_segments(), before - 4);
 }
 
+// The idle look's delivery (Interface::progress_probed, what the UCX module runs when a probe word changes): every
+// message of a burst, byte-exact and in order, through the 64 KiB ring's wraps and pads, with the probe filled once
+// and valid all along (re-pointed at the ring's new head after each delivery, quiet until the next message).
+TEST_F(ShmAm, ProbedDeliveryKeepsTheProbeValidThroughWrapsAndPads) {
+    open({{"GDX_SHM_RING_SIZE", "64K"}});
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return tp.iface->progress() == 0; }, kLimit));
+    tp::IdleProbe probe;
+    ASSERT_TRUE(tp.iface->fill_idle_probe(&probe));
+    ASSERT_EQ(probe.n, 4u);
+    std::vector<uint8_t> msg(tp.iface->caps().max_am_short);
+    uint64_t seed = 0, delivered = 0;
+    for (unsigned round = 0; round < 1500; ++round) {
+        const unsigned burst = 1 + round % 5;
+        std::vector<size_t> lens;
+        for (unsigned k = 0; k < burst; ++k) {
+            const size_t len = (round * 37 + k * 101) % (msg.size() + 1); // 0..max_am_short: 1 to 4 cells
+            fill_pattern(msg.data(), len, ++seed);
+            ASSERT_EQ(a->am_short(kId, msg.data(), len), GDX_OK) << round;
+            lens.push_back(len);
+        }
+        const int i = probe.changed();
+        ASSERT_GE(i, 0) << "round " << round << ": the probe missed a burst";
+        bool valid = false;
+        const unsigned n = tp.iface->progress_probed(&probe, static_cast<unsigned>(i), 1u << kId, &valid);
+        ASSERT_EQ(n, burst) << "round " << round;
+        ASSERT_TRUE(valid) << "round " << round << ": active messages alone must leave the probe valid";
+        ASSERT_TRUE(probe.quiet()) << "round " << round << ": the re-pointed word is not quiet";
+        ASSERT_EQ(got.size(), burst);
+        for (unsigned k = 0; k < burst; ++k) {
+            ASSERT_EQ(got[k].size(), lens[k]) << "round " << round << " message " << k;
+            ASSERT_EQ(check_pattern(got[k].data(), lens[k], seed - burst + 1 + k), -1)
+                << "round " << round << " message " << k << " altered";
+        }
+        delivered += n;
+        got.clear();
+    }
+    EXPECT_EQ(delivered, 4500u);
+    EXPECT_EQ(tp.iface->progress(), 0u) << "a full progress found something the probed deliveries left";
+}
+
+// It delivers only active messages of the ids asked for (the UCX module leaves the staging engine's to progress()),
+// stops at anything else and says the probe no longer covers it; nothing is lost: progress() takes the rest, in order.
+TEST_F(ShmAm, ProbedDeliveryLeavesWhatItMayNotDeliverToProgress) {
+    open();
+    constexpr uint8_t kOtherId = 9;
+    std::vector<uint8_t> other_got;
+    auto on_other = [](void *arg, tp::Endpoint *, const void *data, size_t len) {
+        const auto *p = static_cast<const uint8_t *>(data);
+        static_cast<std::vector<uint8_t> *>(arg)->assign(p, p + len);
+    };
+    ASSERT_EQ(tp.iface->set_am_handler(kOtherId, on_other, &other_got), GDX_OK);
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return tp.iface->progress() == 0; }, kLimit));
+    tp::IdleProbe probe;
+    ASSERT_TRUE(tp.iface->fill_idle_probe(&probe));
+    const uint8_t one[3] = {1, 2, 3}, two[5] = {5, 6, 7, 8, 9}, three[2] = {10, 11};
+    ASSERT_EQ(a->am_short(kId, one, sizeof(one)), GDX_OK);
+    ASSERT_EQ(a->am_short(kOtherId, two, sizeof(two)), GDX_OK);
+    ASSERT_EQ(a->am_short(kId, three, sizeof(three)), GDX_OK);
+    const int i = probe.changed();
+    ASSERT_GE(i, 0);
+    bool valid = true;
+    // A grant mailbox's word: nothing the probed path may do.
+    const unsigned grant_word = static_cast<unsigned>(i) % 2 == 0 ? static_cast<unsigned>(i) + 1 : 0;
+    EXPECT_EQ(tp.iface->progress_probed(&probe, grant_word, 1u << kId, &valid), 0u);
+    EXPECT_FALSE(valid);
+    valid = true;
+    EXPECT_EQ(tp.iface->progress_probed(&probe, static_cast<unsigned>(i), 0, &valid), 0u) << "no id asked for";
+    EXPECT_FALSE(valid);
+    EXPECT_TRUE(got.empty());
+    valid = true;
+    EXPECT_EQ(tp.iface->progress_probed(&probe, static_cast<unsigned>(i), 1u << kId, &valid), 1u)
+        << "the first message only: the next is of an id not asked for";
+    EXPECT_FALSE(valid);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0], std::vector<uint8_t>(one, one + sizeof(one)));
+    EXPECT_TRUE(other_got.empty());
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return got.size() == 2; }, kLimit));
+    EXPECT_EQ(other_got, std::vector<uint8_t>(two, two + sizeof(two)));
+    EXPECT_EQ(got[1], std::vector<uint8_t>(three, three + sizeof(three)));
+}
+
 } // namespace
 } // namespace gdx::test

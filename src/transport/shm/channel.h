@@ -105,8 +105,7 @@ class Channel {
         RecHdr h{static_cast<uint32_t>(len), type, id, flags, 0};
         std::memcpy(open_rec_, &h, kRecSeqOff); // seq is publish()'s, written last
         open_rec_ = nullptr;
-        tx_.commit(len);
-        tx_.publish();
+        tx_.commit_publish(len);
         signal_peer();
     }
     // Wakes the peer if it sleeps on its wakeup fd (push() does this; for writers of the extra area).
@@ -149,7 +148,11 @@ class Channel {
         return n;
     }
     bool rx_empty() { return !up() || rx_.empty(); }
-    const std::atomic<uint64_t> *rx_head_word() const { return rx_.head_seq_word(); }
+    // The idle probe's word for the receive ring (RingReader::head_probe); false when a record waits or the
+    // channel is not up.
+    bool rx_head_probe(const std::atomic<uint64_t> **word, uint64_t *value) const {
+        return up() && rx_.head_probe(word, value);
+    }
     // This side's segment (its receive ring and extra area), moved out for the owner to unmap later: an idle probe
     // may still read it (IdleProbe). Only just before the channel is destroyed.
     Segment take_own_segment() { return static_cast<Segment &&>(own_); }

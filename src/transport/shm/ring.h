@@ -113,6 +113,18 @@ class RingWriter {
         return data_ + pos;
     }
     void commit(size_t len) { add_pending(rec_span(len)); }
+    // commit(len) then publish(), for the record begun last: with nothing else pending (no PAD before it, no
+    // earlier commit) one store of its seq word, the small-message path.
+    void commit_publish(size_t len) {
+        if (npending_ == 0) [[likely]] {
+            std::atomic_ref<uint64_t> seq(*reinterpret_cast<uint64_t *>(data_ + (tail_ & (size_ - 1)) + kRecSeqOff));
+            seq.store(tail_ ^ nonce_, std::memory_order_release);
+            tail_ += rec_span(len);
+            return;
+        }
+        commit(len);
+        publish();
+    }
     // True when a record of `len` bytes would fit now.
     bool can_reserve(size_t len) {
         size_t span = rec_span(len);
@@ -192,11 +204,15 @@ class RingReader {
     void release() { ctl_->head.store(head_, std::memory_order_release); }
     // No record (or PAD) published at the head. Hub::arm() calls it after its fence (Dekker with the producer).
     bool empty() { return !published_at(head_ & (size_ - 1)); }
-    // The seq word the next record will publish (an idle probe's word: it changes only when that record comes).
-    const std::atomic<uint64_t> *head_seq_word() const {
+    // The seq word the next record will publish (an idle probe's word: it changes only when that record comes),
+    // and in *value what it holds now; false when that record is already there (the word is no quiet value then).
+    // One load: a record published between a look at the ring and a separate load would be taken as quiet.
+    bool head_probe(const std::atomic<uint64_t> **word, uint64_t *value) const {
         static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
                       alignof(std::atomic<uint64_t>) == alignof(uint64_t));
-        return reinterpret_cast<const std::atomic<uint64_t> *>(data_ + (head_ & (size_ - 1)) + kRecSeqOff);
+        *word = reinterpret_cast<const std::atomic<uint64_t> *>(data_ + (head_ & (size_ - 1)) + kRecSeqOff);
+        *value = (*word)->load(std::memory_order_acquire);
+        return *value != (head_ ^ nonce_);
     }
     RingCtl *ctl() const { return ctl_; }
 

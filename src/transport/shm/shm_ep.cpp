@@ -18,7 +18,6 @@ namespace gdx::tp::shm {
 namespace {
 constexpr const char *kComp = "shm";
 constexpr uint32_t kMaxOps = 1024; // outstanding put/get per endpoint; more -> GDX_ERR_NO_RESOURCE
-constexpr unsigned kPollBudget = 64;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -61,10 +60,12 @@ ShmEp::~ShmEp() {
 
 bool ShmEp::add_probe_words(IdleProbe *probe) {
     if (!ch_.up()) return ch_.state() != Channel::State::Connecting; // a broken or unused channel gives no work
-    if (!idle() || grant_outstanding()) return false;
+    const std::atomic<uint64_t> *head = nullptr;
+    uint64_t value = 0;
+    if (!idle() || grant_outstanding() || !ch_.rx_head_probe(&head, &value)) return false;
     auto *mine = reinterpret_cast<const ShmExtra *>(ch_.local_extra());
-    const std::atomic<uint64_t> *head = ch_.rx_head_word();
-    return probe->add(head, head->load(std::memory_order_acquire)) && probe->add(&mine->grant.seq, serviced_grant_);
+    // The ring's word names this endpoint (progress_probed delivers what it announces); a grant needs progress().
+    return probe->add(head, value, this) && probe->add(&mine->grant.seq, serviced_grant_);
 }
 
 std::vector<uint8_t> ShmEp::address() const { return ch_.address({}); }

@@ -100,4 +100,36 @@ gdx_status_t ShmEp::am_bcopy_pack(uint8_t id, AmPackFn pack, void *arg, size_t *
     return GDX_OK;
 }
 
+// What Channel::poll hands records to for progress_probed(): active messages of the ids asked for go to the user
+// as on_record() hands them; it stops at anything else, which is left in the ring for progress().
+struct ShmEp::ProbedDelivery {
+    ShmEp &ep;
+    uint32_t am_ids;
+    bool stopped = false;
+    bool on_record(const RecHdr &h, const uint8_t *rec) {
+        if (h.type == kRecAm && h.id < kMaxAmId && ((am_ids >> h.id) & 1) != 0 && !ep.grant_outstanding()) [[likely]] {
+            ep.iface_->dispatch_am(h.id, &ep, rec + sizeof(RecHdr), h.len - sizeof(RecHdr));
+            return true;
+        }
+        stopped = true;
+        return false;
+    }
+};
+
+unsigned ShmEp::progress_probed(IdleProbe::Word *w, uint32_t am_ids, bool *valid) {
+    ProbedDelivery d{*this, am_ids};
+    const unsigned n = ch_.poll(d, kPollBudget);
+    // Still covered by the probe, re-pointed at the ring's new head, when every record went and no other waits.
+    // The rest of what add_probe_words() required still holds: only the handlers ran, and whatever they gave this
+    // endpoint to do they did through calls that invalidate the probe themselves (progress_probed's contract).
+    const std::atomic<uint64_t> *head = nullptr;
+    uint64_t value = 0;
+    *valid = !d.stopped && ch_.rx_head_probe(&head, &value);
+    if (*valid) {
+        w->addr = head;
+        w->quiet_value = value;
+    }
+    return n;
+}
+
 } // namespace gdx::tp::shm

@@ -16,6 +16,10 @@ inline constexpr uint8_t kRecOpDone = kRecOwnerFirst + 3;  // DoneBody: an opera
 inline constexpr uint8_t kRecPutData = kRecOwnerFirst + 4; // PutDataBody + bytes; flags kFlagLast
 inline constexpr uint8_t kRecGetData = kRecOwnerFirst + 5; // GetDataBody + bytes; flags kFlagLast
 
+// Records one progress call takes from an endpoint's ring at most (the others wait for the next call, so that one
+// busy peer cannot starve the rest).
+inline constexpr unsigned kPollBudget = 64;
+
 inline constexpr uint16_t kFlagLast = 1;
 inline constexpr uint16_t kFlagRing = 2;
 
