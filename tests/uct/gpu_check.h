@@ -67,6 +67,41 @@ static int cuda_open(int ordinal, char *why, size_t why_len)
     return 1;
 }
 
+/* How many GPUs' primary contexts are active in this process (retained by anyone), without making one: cuInit and
+ * cuDevicePrimaryCtxGetState create none. -1 with the reason in why when there is no driver or no GPU. */
+static inline int cuda_active_contexts(char *why, size_t why_len)
+{
+    CUresult (*init)(unsigned), (*count_fn)(int*), (*get)(CUdevice*, int);
+    CUresult (*state)(CUdevice, unsigned*, int*);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    int count = 0, i, n = 0;
+
+    if (h == NULL) {
+        snprintf(why, why_len, "no CUDA driver (dlopen libcuda.so.1: %s)", dlerror());
+        return -1;
+    }
+    *(void**)&init = dlsym(h, "cuInit");
+    *(void**)&count_fn = dlsym(h, "cuDeviceGetCount");
+    *(void**)&get = dlsym(h, "cuDeviceGet");
+    if ((*(void**)&state = dlsym(h, "cuDevicePrimaryCtxGetState_v2")) == NULL) {
+        *(void**)&state = dlsym(h, "cuDevicePrimaryCtxGetState");
+    }
+    if (init == NULL || count_fn == NULL || get == NULL || state == NULL || init(0) != 0 || count_fn(&count) != 0 ||
+        count == 0) {
+        snprintf(why, why_len, "no GPU (or no cuDevicePrimaryCtxGetState)");
+        return -1;
+    }
+    for (i = 0; i < count; ++i) {
+        CUdevice dev;
+        unsigned flags = 0;
+        int active = 0;
+        if (get(&dev, i) == 0 && state(dev, &flags, &active) == 0 && active) {
+            ++n;
+        }
+    }
+    return n;
+}
+
 /* Deterministic bytes for a seed: any lost, shifted or stale byte changes them. Eight bytes per step of the
  * generator, so 256 MiB take a fraction of a second. */
 static void pattern(uint8_t *p, size_t len, uint64_t seed)

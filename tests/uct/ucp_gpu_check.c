@@ -4,6 +4,9 @@
  *   server:  gdx-run ucp_gpu_check [-m cuda|host] [-S MAX] [-r] [-p PORT] [-d GPU] [-t SECONDS]
  *   client:  gdx-run ucp_gpu_check [-m cuda|host] [-S MAX] [-r] [-p PORT] [-d GPU] [-t SECONDS] SERVER_HOST
  *   probe:   ucp_gpu_check [-m ...] -c   (exit 0 when the memory can be used, 77 with the reason when not)
+ *   -x (with -m host): a host-only process on a GPU machine: after the transfers no GPU's primary context may be
+ *            active in it (UCX's own transports make none; nor may gdx's memory domains and interfaces, which UCP
+ *            opens in every process: a context holds GPU memory per rank). Skipped (77) without a GPU.
  *
  * For sizes 1 B .. MAX (default 16 MiB; odd sizes, then MAX itself): tag send/recv between buffers of the kind (once
  * with the memory type given to UCP, once left to UCP's detection, i.e. gdx's memory domain); with -r also
@@ -30,7 +33,7 @@
 
 static ucp_pair_t g_pair;
 static ucp_worker_h g_worker;
-static int g_errors, g_checks, g_rma, g_host;
+static int g_errors, g_checks, g_rma, g_host, g_no_context;
 static size_t g_max = 16u << 20;
 
 static void on_alarm(int sig)
@@ -268,9 +271,10 @@ int main(int argc, char **argv)
     const char *peer_host;
     char why[256];
 
-    while ((opt = getopt(argc, argv, "p:d:t:m:S:cr")) != -1) {
+    while ((opt = getopt(argc, argv, "p:d:t:m:S:crx")) != -1) {
         switch (opt) {
         case 'c': probe = 1; break;
+        case 'x': g_no_context = 1; break;
         case 'r': g_rma = 1; break;
         case 'm':
             if (strcmp(optarg, "host") != 0 && strcmp(optarg, "cuda") != 0) {
@@ -287,7 +291,7 @@ int main(int argc, char **argv)
         case 'p': port = atoi(optarg); break;
         case 'd': gpu = atoi(optarg); break;
         case 't': timeout = atoi(optarg); break;
-        default: DIE(2, "usage: ucp_gpu_check [-c] [-r] [-m cuda|host] [-S max] [-p port] [-d gpu] [-t seconds] "
+        default: DIE(2, "usage: ucp_gpu_check [-c] [-r] [-x] [-m cuda|host] [-S max] [-p port] [-d gpu] [-t seconds] "
                         "[server_host]");
         }
     }
@@ -307,9 +311,25 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    if (g_no_context) {
+        if (!g_host) {
+            DIE(2, "-x checks a host-only process: give -m host");
+        }
+        if (cuda_active_contexts(why, sizeof(why)) < 0) {
+            printf("ucp_gpu_check: SKIP: -x: %s\n", why);
+            return SKIP;
+        }
+    }
     ucp_pair_open(&g_pair, UCP_FEATURE_TAG | UCP_FEATURE_RMA, peer_host, port);
     g_worker = g_pair.worker;
     run(g_pair.ctx, g_pair.ep, peer_host == NULL);
+    if (g_no_context) {
+        int n = cuda_active_contexts(why, sizeof(why));
+        ++g_checks;
+        printf("host-only process: %d GPU primary context(s) active after UCP init and the transfers: %s\n", n,
+               n == 0 ? "OK" : "FAIL (opening the transports made a context, and took GPU memory, for no GPU work)");
+        g_errors += n != 0;
+    }
     ucp_pair_close(&g_pair, 1); /* both sides are done before either closes its endpoint */
     if (g_errors == 0) {
         printf("ucp_gpu_check: PASS (%d checks)\n", g_checks);

@@ -1,5 +1,5 @@
 // cuda_ipc interface and component: one interface per GPU, its copy queue (the memory ops table's: streams and
-// completion markers), progress.
+// completion markers, made at the first copy), progress.
 #include "transport/cuda_ipc/ipc_internal.h"
 
 #include "core/error.h"
@@ -38,11 +38,12 @@ gdx_status_t CudaIpcIface::create(const Config &cfg, int device, std::unique_ptr
     ifc->md_ = std::make_unique<IpcMd>(device, ifc->hub_->nonce(), ifc->p2p_, ifc->exports_);
     ifc->cache_ = std::make_unique<ImportCache>(device, cfg.uint(CudaIpcVar::CUDA_IPC_CACHE));
 
-    mem::CopyQueueOptions qo;
-    qo.streams = static_cast<unsigned>(std::clamp<uint64_t>(cfg.uint(CudaIpcVar::CUDA_IPC_STREAMS), 1, 16));
-    qo.flags = cfg.str(CudaIpcVar::CUDA_IPC_SIGNAL) == "flag";
-    if ((st = gpu().copy_queue(device, qo, &ifc->queue_)) != GDX_OK)
-        return GDX_FAIL(st, kComp, "GPU %d: its copy streams: %s", device, last_error().c_str());
+    // The copy streams come with the first copy (ensure_queue): streams belong to the GPU's primary context, and a
+    // process that never copies GPU memory here (a host-only MPI rank: UCP opens every memory domain, and this
+    // interface with gdx's) must not get a context, and the GPU memory it holds, from opening it.
+    ifc->queue_opts_.streams =
+        static_cast<unsigned>(std::clamp<uint64_t>(cfg.uint(CudaIpcVar::CUDA_IPC_STREAMS), 1, 16));
+    ifc->queue_opts_.flags = cfg.str(CudaIpcVar::CUDA_IPC_SIGNAL) == "flag";
     Capabilities &c = ifc->caps_;
     // kCapPeerMap: the staging engine's pools are shared segments a peer maps (IpcMd::alloc_shared), so where there
     // is no peer-to-peer path (GDX_P2P=no, or it cannot be enabled) staged fragments still cross with no CPU copy.
@@ -55,8 +56,8 @@ gdx_status_t CudaIpcIface::create(const Config &cfg, int device, std::unique_ptr
     c.max_am_bcopy = c.max_am_zcopy = hc.ring_size / 8 - sizeof(shm::RecHdr);
     c.latency_ns = 4000;
     c.bandwidth_Bps = 300e9;
-    GDX_DEBUG(kComp, "interface GPU %d (%s): %u streams, completion by %s, P2P %s; %s", device, ifc->bus_id_.c_str(),
-              qo.streams, ifc->queue_->signal_name(), ternary_name(ifc->p2p_), c.describe().c_str());
+    GDX_DEBUG(kComp, "interface GPU %d (%s): %u streams at the first copy, P2P %s; %s", device, ifc->bus_id_.c_str(),
+              ifc->queue_opts_.streams, ternary_name(ifc->p2p_), c.describe().c_str());
     *out = std::move(ifc);
     return GDX_OK;
 }
@@ -79,8 +80,18 @@ gdx_status_t CudaIpcIface::ep_create(std::unique_ptr<Endpoint> *out) {
 
 void CudaIpcIface::remove_ep(CudaIpcEp *ep) { eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end()); }
 
+gdx_status_t CudaIpcIface::ensure_queue() {
+    if (queue_) [[likely]]
+        return GDX_OK;
+    if (gdx_status_t st = gpu().copy_queue(device_, queue_opts_, &queue_); st != GDX_OK)
+        return GDX_FAIL(st, kComp, "GPU %d: its copy streams: %s", device_, last_error().c_str());
+    GDX_DEBUG(kComp, "GPU %d: %u copy streams, completion by %s", device_, queue_opts_.streams, queue_->signal_name());
+    return GDX_OK;
+}
+
 gdx_status_t CudaIpcIface::submit_copy(void *dst, const void *src, size_t len, CudaIpcEp *ep, uint64_t op_id,
                                        Mapping *map) {
+    if (gdx_status_t st = ensure_queue(); st != GDX_OK) return st;
     gdx_status_t st = queue_->copy(dst, src, len, mem::CopyTag{ep, op_id, map});
     if (st != GDX_OK) return st;
     if (map) ++map->inflight;
@@ -94,14 +105,19 @@ void CudaIpcIface::copy_done(void *self, const mem::CopyTag &tag, gdx_status_t s
 }
 
 unsigned CudaIpcIface::poll_streams() {
+    if (!queue_) return 0;
     unsigned n = queue_->poll(copy_done, this);
     if (n) cache_->collect(); // stale mappings whose last copy just finished
     return n;
 }
 
-void CudaIpcIface::sync_streams() { queue_->sync(); }
+void CudaIpcIface::sync_streams() {
+    if (queue_) queue_->sync();
+}
 
-void CudaIpcIface::forget(CudaIpcEp *ep) { queue_->forget(ep); }
+void CudaIpcIface::forget(CudaIpcEp *ep) {
+    if (queue_) queue_->forget(ep);
+}
 
 unsigned CudaIpcIface::progress() {
     unsigned n = hub_->progress_ctrl(cache_->waiting()); // descriptor answers are awaited: look every time
@@ -118,7 +134,7 @@ unsigned CudaIpcIface::progress() {
 }
 
 gdx_status_t CudaIpcIface::arm_wakeup() {
-    if (!queue_->idle()) return GDX_ERR_BUSY; // a GPU flag cannot signal our eventfd
+    if (queue_ && !queue_->idle()) return GDX_ERR_BUSY; // a GPU flag cannot signal our eventfd
     for (CudaIpcEp *ep : eps_)
         if (ep->has_work()) return GDX_ERR_BUSY;
     if (cache_->waiting()) return GDX_ERR_BUSY;

@@ -155,6 +155,9 @@ class CudaIpcIface final : public InterfaceBase {
     std::unique_ptr<IpcMd> md_;
     std::shared_ptr<ExportState> exports_;
     std::unique_ptr<ImportCache> cache_;
+    // The copy streams, made by the first copy (ensure_queue: no CUDA context before this process copies here).
+    gdx_status_t ensure_queue();
+    mem::CopyQueueOptions queue_opts_;
     std::unique_ptr<mem::CopyQueue> queue_;
     std::string name_, bus_id_;
     int device_ = -1;
