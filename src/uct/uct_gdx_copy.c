@@ -289,7 +289,13 @@ static ucs_status_t uct_gdx_copy_md_query(uct_md_h md, uct_gdx_md_attr_t *attr)
     UCT_GDX_MD_CAP(attr).flags            = UCT_MD_FLAG_REG;
     UCT_GDX_MD_CAP(attr).reg_mem_types    = types;
     UCT_GDX_MD_SET_CACHE_TYPES(attr, types);
-    UCT_GDX_MD_CAP(attr).access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    /* Host too, as UCX's cuda_copy: UCP 1.22 gives the memory-type endpoint (an address of the transports that access
+     * CUDA: this one) a host lane as well, from transports that access host memory and put short to that address.
+     * Without host here none qualifies when UCX_TLS names no UCX copy transport (gdx-run's gdx_shm,gdx_ipc,gdx_copy),
+     * and ucp_worker_create fails: "no copy across memory types transport: self/memory - not available, gdx_shm/
+     * memory - no put short" (UCX 1.22 with CUDA, H200, bench/results/gpu-2026-11-27/run6). Host to host is a
+     * memcpy (bridge_copy.cpp). */
+    UCT_GDX_MD_CAP(attr).access_mem_types = types;
     UCT_GDX_MD_CAP(attr).alloc_mem_types  = 0;
     UCT_GDX_MD_CAP(attr).detect_mem_types = 0;
     UCT_GDX_MD_CAP(attr).max_alloc        = 0;
