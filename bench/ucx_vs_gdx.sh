@@ -7,6 +7,7 @@
 #
 #   bench/ucx_vs_gdx.sh [--ucx-prefix DIR] [--module PATH] [--baseline-module PATH] [--rounds N] [--out FILE]
 #                       [--cpus A,B] [--sizes "BYTES ..."] [--configs "name=UCX_TLS ..."] [--gdx-env "VAR=V ..."]
+#                       [--uct-lat]
 #     --ucx-prefix  a UCX install (DIR/bin/ucx_perftest, DIR/bin/ucx_info, DIR/lib); default: the one on PATH
 #     --module      libuct_gdx.so.0 built against THAT UCX (default: the first build*/ of this checkout); loaded
 #                   with LD_PRELOAD below UCX 1.22, with UCX_PLUGIN_PATH from 1.22 on (as tools/gdx-run does)
@@ -23,6 +24,8 @@
 #                   --module with +MODULE=PATH (a diagnosis build next to the product's, in the same rounds)
 #     --gdx-env     extra environment for the gdx configurations only
 #     --cpus        server and client CPUs (default 0,1; taskset)
+#     --uct-lat     also UCT-level am_lat 8 B per configuration (`-t am_lat -x <its first transport> -d memory`:
+#                   the transport's own small-message path without UCP; a diagnosis row, never a bar)
 #   The GPU machine, upstream UCX 1.22 built into /tmp/ucx-cuda and the module built against its sources
 #   (/tmp/ucx-build):  bench/ucx_vs_gdx.sh --ucx-prefix /tmp/ucx-cuda --module <build>/src/uct/libuct_gdx.so.0
 #
@@ -34,7 +37,7 @@
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-ucx_prefix="" module="" base_module="" rounds=10 out="" cpus="0,1" gdx_env=""
+ucx_prefix="" module="" base_module="" rounds=10 out="" cpus="0,1" gdx_env="" uct_lat=0
 sizes="65536 1048576 16777216"
 configs=""
 timeout_s=120
@@ -50,6 +53,7 @@ while [ $# -gt 0 ]; do
     --sizes) sizes="$2"; shift 2 ;;
     --configs) configs="$2"; shift 2 ;;
     --gdx-env) gdx_env="$2"; shift 2 ;;
+    --uct-lat) uct_lat=1; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ucx_vs_gdx.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -141,7 +145,8 @@ wait_listen() {
 # run_one TLS[+VAR=V...] MODULE TEST SIZE ITERS -> the client's Final line fields (after "Final:"), or nothing on
 # failure
 run_one() {
-  local tls="${1%%+*}" mod="$2" test="$3" size="$4" iters="$5" port spid crc src extra=() envs
+  local tls="${1%%+*}" mod="$2" test="$3" size="$4" iters="$5" port spid crc src extra=() envs uct=()
+  [ "$test" = am_lat ] && uct=(-x "${tls%%,*}" -d memory) # UCT level: the configuration's first transport
   [ "$1" != "$tls" ] && IFS=+ read -r -a extra <<<"${1#*+}"
   local e kept=()
   for e in "${extra[@]}"; do case "$e" in MODULE=*) mod=${e#MODULE=} ;; *) kept+=("$e") ;; esac; done
@@ -150,11 +155,11 @@ run_one() {
   [ "$mod" != - ] && envs+=("$(load_env "$mod")" $gdx_env)
   envs+=("${extra[@]}")
   port=$(free_port)
-  env "${envs[@]}" taskset -c "$srv_cpu" timeout "$timeout_s" "$perftest" -p "$port" >"$tmp/srv" 2>&1 &
+  env "${envs[@]}" taskset -c "$srv_cpu" timeout "$timeout_s" "$perftest" -p "$port" "${uct[@]}" >"$tmp/srv" 2>&1 &
   spid=$!
   wait_listen "$port" "$spid"
   env "${envs[@]}" taskset -c "$cli_cpu" timeout "$timeout_s" "$perftest" 127.0.0.1 -p "$port" -t "$test" \
-    -s "$size" -n "$iters" >"$tmp/cli" 2>&1
+    -s "$size" -n "$iters" "${uct[@]}" >"$tmp/cli" 2>&1
   crc=$?
   wait "$spid"; src=$?
   if [ "$crc" != 0 ] || [ "$src" != 0 ]; then
@@ -166,18 +171,19 @@ run_one() {
 
 declare -A res
 tests=("tag_lat 8")
+[ "$uct_lat" = 1 ] && tests+=("am_lat 8")
 for s in $sizes; do tests+=("tag_bw $s"); done
 ncfg=${#cfgs[@]}
 for r in $(seq "$rounds"); do
   echo "# round $r (load $(cut -d' ' -f1 /proc/loadavg))"
   for t in "${tests[@]}"; do
     read -r test size <<<"$t"
-    if [ "$test" = tag_lat ]; then iters=200000; else iters=$(( 512 * 1048576 / size )); [ "$iters" -lt 32 ] && iters=32; fi
+    if [ "$test" != tag_bw ]; then iters=200000; else iters=$(( 512 * 1048576 / size )); [ "$iters" -lt 32 ] && iters=32; fi
     for k in $(seq 0 $((ncfg - 1))); do
       read -r name tls mod <<<"${cfgs[$(( (k + r) % ncfg ))]}"
       line=$(run_one "$tls" "$mod" "$test" "$size" "$iters") && [ -n "$line" ] || line=""
       if [ -z "$line" ]; then v="n/a"
-      elif [ "$test" = tag_lat ]; then v=$(awk '{print $2}' <<<"$line")
+      elif [ "$test" != tag_bw ]; then v=$(awk '{print $2}' <<<"$line")
       else v=$(awk '{printf "%.2f", $6 * 1048576 / 1e9}' <<<"$line"); fi
       res[$name,$test,$size]+=" $v"
       printf 'raw %-14s %-8s %9s %10s\n' "$name" "$test" "$size" "$v"
@@ -192,7 +198,7 @@ human() { awk -v n="$1" 'BEGIN { if (n >= 1048576 && n % 1048576 == 0) printf "%
                                   else if (n >= 1024 && n % 1024 == 0) printf "%d KiB", n / 1024; else printf "%d B", n }'; }
 
 echo
-echo "# medians over $rounds rounds: tag_lat us (lower is better), tag_bw GB/s (higher is better)"
+echo "# medians over $rounds rounds: tag_lat (and am_lat, UCT level) us (lower is better), tag_bw GB/s (higher is better)"
 printf '%-16s' "test"; for c in "${cfgs[@]}"; do printf ' %15s' "${c%% *}"; done; printf '\n'
 for t in "${tests[@]}"; do
   read -r test size <<<"$t"
