@@ -83,8 +83,10 @@ void CudaIpcIface::remove_ep(CudaIpcEp *ep) { eps_.erase(std::remove(eps_.begin(
 gdx_status_t CudaIpcIface::ensure_queue() {
     if (queue_) [[likely]]
         return GDX_OK;
+    if (queue_error_ != GDX_OK) return queue_error_; // said once, when it failed: no retry and no line per copy
     if (gdx_status_t st = gpu().copy_queue(device_, queue_opts_, &queue_); st != GDX_OK)
-        return GDX_FAIL(st, kComp, "GPU %d: its copy streams: %s", device_, last_error().c_str());
+        return queue_error_ = GDX_FAIL(st, kComp, "GPU %d: its copy streams: %s (this interface's copies fail)",
+                                       device_, last_error().c_str());
     GDX_DEBUG(kComp, "GPU %d: %u copy streams, completion by %s", device_, queue_opts_.streams, queue_->signal_name());
     return GDX_OK;
 }

@@ -159,6 +159,7 @@ class CudaIpcIface final : public InterfaceBase {
     gdx_status_t ensure_queue();
     mem::CopyQueueOptions queue_opts_;
     std::unique_ptr<mem::CopyQueue> queue_;
+    gdx_status_t queue_error_ = GDX_OK; // why the streams could not be made (ensure_queue tries once)
     std::string name_, bus_id_;
     int device_ = -1;
     Ternary p2p_ = Ternary::Try;
