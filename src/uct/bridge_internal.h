@@ -178,7 +178,10 @@ struct gdx_uct_iface {
     gdx::tp::IdleProbe probe;
     std::atomic<bool> probe_ready{false};
     unsigned probe_calls = 0;
-    int probe_hit = -1;          // the word the last idle look saw change (progress's thread only), or -1
+    // The word the last idle look saw change (progress's thread only), or -1. Stored, not looked up again by
+    // progress: an idle call that returned 0 for the kFullEvery tick leaves it -1, so the full progress still
+    // comes every 32nd call while words change on every call (a stream of messages).
+    int probe_hit = -1;
     uint32_t probed_am_ids = 0;  // UCP's active messages (not the engine's): those a probed delivery may hand over
     void touched() { probe_ready.store(false, std::memory_order_relaxed); }
     GdxUctComp *free_comps = nullptr;

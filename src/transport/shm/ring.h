@@ -117,8 +117,7 @@ class RingWriter {
     // earlier commit) one store of its seq word, the small-message path.
     void commit_publish(size_t len) {
         if (npending_ == 0) [[likely]] {
-            std::atomic_ref<uint64_t> seq(*reinterpret_cast<uint64_t *>(data_ + (tail_ & (size_ - 1)) + kRecSeqOff));
-            seq.store(tail_ ^ nonce_, std::memory_order_release);
+            publish_at(tail_);
             tail_ += rec_span(len);
             return;
         }
@@ -135,16 +134,17 @@ class RingWriter {
     // header fields and body were written. This store is what the consumer polls (and what Channel::signal_peer's
     // Dekker handshake orders against the consumer's sleeping flag).
     void publish() {
-        for (unsigned i = 0; i < npending_; ++i) {
-            uint64_t pos = pending_[i];
-            std::atomic_ref<uint64_t> seq(*reinterpret_cast<uint64_t *>(data_ + (pos & (size_ - 1)) + kRecSeqOff));
-            seq.store(pos ^ nonce_, std::memory_order_release);
-        }
+        for (unsigned i = 0; i < npending_; ++i) publish_at(pending_[i]);
         npending_ = 0;
     }
     bool idle() { return ctl_->head.load(std::memory_order_acquire) == tail_; }
 
   private:
+    // The release store of the seq word that makes the record at absolute position `pos` visible.
+    void publish_at(uint64_t pos) {
+        std::atomic_ref<uint64_t> seq(*reinterpret_cast<uint64_t *>(data_ + (pos & (size_ - 1)) + kRecSeqOff));
+        seq.store(pos ^ nonce_, std::memory_order_release);
+    }
     // Positions are kept here, not read back from the ring: the consumer owns that memory and could change it.
     void add_pending(size_t span) {
         if (npending_ == kMaxPending) publish(); // early, not wrong: every one of them is complete

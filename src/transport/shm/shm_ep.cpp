@@ -440,7 +440,7 @@ bool ShmEp::on_other_record(const RecHdr &h, const uint8_t *rec) {
     size_t blen = h.len - sizeof(RecHdr);
     const uint8_t *body = rec + sizeof(RecHdr);
     switch (h.type) {
-    case kRecAm: iface_->dispatch_am(h.id, this, body, blen); break;
+    case kRecAm: deliver_am(h, rec); break;
     case kRecPutReq: handle_cma_request(true, body, blen); break;
     case kRecGetReq: {
         ReqBody r;

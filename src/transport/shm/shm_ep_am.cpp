@@ -108,7 +108,7 @@ struct ShmEp::ProbedDelivery {
     bool stopped = false;
     bool on_record(const RecHdr &h, const uint8_t *rec) {
         if (h.type == kRecAm && h.id < kMaxAmId && ((am_ids >> h.id) & 1) != 0 && !ep.grant_outstanding()) [[likely]] {
-            ep.iface_->dispatch_am(h.id, &ep, rec + sizeof(RecHdr), h.len - sizeof(RecHdr));
+            ep.deliver_am(h, rec);
             return true;
         }
         stopped = true;

@@ -133,6 +133,8 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
   private:
     struct ProbedDelivery;
     bool on_other_record(const RecHdr &hdr, const uint8_t *rec);
+    // An active-message record to the user (its body: after the header).
+    void deliver_am(const RecHdr &h, const uint8_t *rec);
     enum class OpKind : uint8_t { Put = 1, Get = 2 };
     struct Op {
         Completion *comp = nullptr;
@@ -303,9 +305,13 @@ inline bool ShmEp::grant_outstanding() const {
     return mine->done.seq.load(std::memory_order_acquire) != grant_seq_;
 }
 
+inline void ShmEp::deliver_am(const RecHdr &h, const uint8_t *rec) {
+    iface_->dispatch_am(h.id, this, rec + sizeof(RecHdr), h.len - sizeof(RecHdr));
+}
+
 inline bool ShmEp::on_record(const RecHdr &h, const uint8_t *rec) {
     if (h.type == kRecAm && !grant_outstanding()) [[likely]] {
-        iface_->dispatch_am(h.id, this, rec + sizeof(RecHdr), h.len - sizeof(RecHdr));
+        deliver_am(h, rec);
         return true;
     }
     return on_other_record(h, rec);
