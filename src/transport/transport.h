@@ -278,26 +278,60 @@ class Endpoint {
 // after every call that may have given the interface work (src/uct/bridge_idle.cpp).
 struct IdleProbe {
     static constexpr unsigned kMaxWords = 32;
+    struct Word;
+    // Delivers what word `w` announces (see deliver()); `ctx` is the transport's.
+    using DeliverFn = unsigned (*)(void *ctx, Word *w, uint32_t am_ids, bool *valid);
     struct Word {
         const std::atomic<uint64_t> *addr;
-        uint64_t quiet_value;
-        void *ctx; // the transport's, for progress_probed(): what this word announces work for (null: nothing it
-                   // can handle there)
+        // on_equal false: the word holds `value` until a peer gives us work. on_equal true: the word will hold
+        // `value` when the work comes (a ring's next seq word, whose value is known before it is written: no load
+        // of a line the peer is about to write, and no earlier lap's leftovers to tell apart).
+        uint64_t value;
+        bool on_equal;
+        void *ctx;
+        DeliverFn deliver; // null: nothing the transport can hand over without a full progress()
     };
     unsigned n = 0;
     Word words[kMaxWords];
 
-    bool add(const std::atomic<uint64_t> *addr, uint64_t quiet_value, void *ctx = nullptr) {
-        if (n == kMaxWords) return false;
-        words[n++] = Word{addr, quiet_value, ctx};
-        return true;
+    // A word that changes when work comes (a mailbox's sequence number).
+    bool add(const std::atomic<uint64_t> *addr, uint64_t quiet_value) {
+        return push(Word{addr, quiet_value, false, nullptr, nullptr});
+    }
+    // A word that will hold `expected` when work comes, and what delivers that work.
+    bool add_expected(const std::atomic<uint64_t> *addr, uint64_t expected, void *ctx, DeliverFn deliver) {
+        return push(Word{addr, expected, true, ctx, deliver});
     }
     bool quiet() const { return changed() < 0; }
-    // The first word that no longer holds its quiet value, or -1.
+    // The first word that announces work, or -1.
     int changed() const {
         for (unsigned i = 0; i < n; ++i)
-            if (words[i].addr->load(std::memory_order_acquire) != words[i].quiet_value) return static_cast<int>(i);
+            if ((words[i].addr->load(std::memory_order_acquire) == words[i].value) == words[i].on_equal)
+                return static_cast<int>(i);
         return -1;
+    }
+    // Called under the lock that guards the interface when word `i` of a probe that fill_idle_probe() filled (and
+    // that nothing invalidated since) announced work: delivers the active messages it announces, those with their
+    // id's bit set in `am_ids`, without a full progress(), and re-points the word so that the probe covers what is
+    // left (records one call did not take included: the word announces them at once). Returns how many it
+    // delivered; *valid false when the probe no longer covers what is left (a record of another kind or id, a
+    // grant: the caller must then progress() in full before it trusts the probe again). The caller also stops
+    // trusting it when a handler gave the interface work (an operation, a flush: what invalidates a probe anyway).
+    // A message delivered here costs its receiver no walk of the interface's other endpoints and no look at what
+    // no word shows; that look comes with the next progress(). A direct call through the word, not a virtual one
+    // through the interface: this is the receive path of every small message through UCX, where each instruction
+    // between the message's arrival and the reply is latency (bench/results/gpu-2026-11-27b/).
+    unsigned deliver(unsigned i, uint32_t am_ids, bool *valid) {
+        if (i < n && words[i].deliver != nullptr) return words[i].deliver(words[i].ctx, &words[i], am_ids, valid);
+        *valid = false;
+        return 0;
+    }
+
+  private:
+    bool push(const Word &w) {
+        if (n >= kMaxWords) return false;
+        words[n++] = w;
+        return true;
     }
 };
 
@@ -326,22 +360,6 @@ class Interface {
         (void)probe;
         return false;
     }
-    // Called under the interface's lock when word `i` of a probe that fill_idle_probe() filled (and that nothing
-    // invalidated since) changed: delivers the active messages that word announces, those with their id's bit set
-    // in `am_ids`, without a full progress(), and re-points the word so that the probe covers what is left.
-    // Returns how many it delivered; *valid false when the probe no longer covers what is left (a record of
-    // another kind or id, a grant, more records than one call takes: the caller must then progress() in full
-    // before it trusts the probe again). The caller also stops trusting it when a handler gave the interface work
-    // (an operation, a flush: what invalidates a probe anyway). A message delivered here costs its receiver no
-    // walk of the interface's other endpoints and no look at what no word shows; that look comes with the next
-    // progress(). The default delivers nothing.
-    virtual unsigned progress_probed(IdleProbe *probe, unsigned i, uint32_t am_ids, bool *valid) {
-        (void)probe;
-        (void)i;
-        (void)am_ids;
-        *valid = false;
-        return 0;
-    }
     // A file descriptor that becomes readable when progress() has work; -1 when kCapWakeup is absent.
     // Call arm_wakeup() (GDX_OK: safe to sleep; GDX_ERR_BUSY: events pending, progress first) before poll().
     virtual int wakeup_fd() const { return -1; }
@@ -349,7 +367,7 @@ class Interface {
 };
 
 inline constexpr unsigned kMaxAmId = 32;
-static_assert(kMaxAmId <= 32, "Interface::progress_probed takes the ids as a 32-bit mask");
+static_assert(kMaxAmId <= 32, "IdleProbe::deliver takes the ids as a 32-bit mask");
 
 // ---- component (a transport family) and the registry ----------------------------------------------------
 

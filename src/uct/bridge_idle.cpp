@@ -14,7 +14,7 @@
 // is seen at the latest by the next kFullEvery-th call: a delay, never lost work.
 //
 // When a word changes, the call that follows (under the lock) first lets the transport deliver what that word
-// announces (Interface::progress_probed: shm hands UCP the messages in that endpoint's ring) and re-point the word;
+// announces (IdleProbe::deliver: shm hands UCP the messages in that endpoint's ring) and re-point the word;
 // a full progress runs only when that is not all there is. This leaves the probe valid across a ping-pong: the
 // call that delivers a message walks no layer, endpoint or queue that has nothing to do, and the idle calls after
 // it stay lock-free (before, each message cost a full delivering call and a full idle call that refilled the
@@ -44,8 +44,7 @@ extern "C" unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface, int *failure_
         // is most often just UCP's next message: the transport hands it over without the walk of a full progress,
         // and the probe stays valid for the next idle look (the latency path: callgrind, bench/results/).
         bool valid = false;
-        const unsigned n = iface->itf->progress_probed(&iface->probe, static_cast<unsigned>(hit),
-                                                       iface->probed_am_ids, &valid);
+        const unsigned n = iface->probe.deliver(static_cast<unsigned>(hit), iface->probed_am_ids, &valid);
         if (valid || n != 0) {
             if (!valid) iface->probe_ready.store(false, std::memory_order_relaxed);
             *failure_due = 0;

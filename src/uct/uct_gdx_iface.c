@@ -27,7 +27,10 @@ static const char *uct_gdx_iface_name(uct_gdx_iface_t *iface)
 static UCS_F_ALWAYS_INLINE ucs_status_t uct_gdx_op_status(uct_gdx_iface_t *iface, gdx_status_t st,
                                                           const char *op)
 {
-    if (ucs_likely((st == GDX_OK) || (st == GDX_INPROGRESS) || (st == GDX_ERR_NO_RESOURCE))) {
+    if (ucs_likely(st == GDX_OK)) {
+        return UCS_OK; /* every small message: no call into uct_gdx_status */
+    }
+    if ((st == GDX_INPROGRESS) || (st == GDX_ERR_NO_RESOURCE)) {
         return uct_gdx_status(st);
     }
     return uct_gdx_fail(st, op, uct_gdx_iface_name(iface));

@@ -356,6 +356,44 @@ TEST_F(ShmAm, QuietOnlyWhenProgressHasNothingToDo) {
     }
 }
 
+// The two kinds of word: a mailbox's announces work when it no longer holds its value, a ring's next seq word when
+// it holds the value the next record will publish (any other value, an earlier lap's, is quiet); a word without a
+// delivery hands nothing over.
+TEST(IdleProbeWords, ChangedAndExpectedWordsAndDelivery) {
+    std::atomic<uint64_t> mailbox{7}, ring_word{0x1234};
+    unsigned calls = 0;
+    auto deliver = [](void *ctx, tp::IdleProbe::Word *w, uint32_t am_ids, bool *valid) -> unsigned {
+        ++*static_cast<unsigned *>(ctx);
+        w->value += 64; // re-pointed: the next record's value
+        *valid = am_ids != 0;
+        return 1;
+    };
+    tp::IdleProbe probe;
+    ASSERT_TRUE(probe.add(&mailbox, 7));
+    ASSERT_TRUE(probe.add_expected(&ring_word, 0x8000, &calls, deliver));
+    EXPECT_TRUE(probe.quiet()) << "mailbox unchanged, ring word not yet the expected value";
+    ring_word.store(0x9999); // another lap's leftover or a half-written line: not the record
+    EXPECT_TRUE(probe.quiet());
+    ring_word.store(0x8000);
+    EXPECT_EQ(probe.changed(), 1);
+    bool valid = false;
+    EXPECT_EQ(probe.deliver(1, 1, &valid), 1u);
+    EXPECT_TRUE(valid);
+    EXPECT_EQ(calls, 1u);
+    EXPECT_TRUE(probe.quiet()) << "re-pointed at 0x8040";
+    mailbox.store(8);
+    EXPECT_EQ(probe.changed(), 0);
+    valid = true;
+    EXPECT_EQ(probe.deliver(0, 1, &valid), 0u) << "a mailbox word has no delivery";
+    EXPECT_FALSE(valid);
+    valid = true;
+    EXPECT_EQ(probe.deliver(5, 1, &valid), 0u) << "no such word";
+    EXPECT_FALSE(valid);
+    EXPECT_EQ(calls, 1u);
+    for (unsigned k = probe.n; k < tp::IdleProbe::kMaxWords; ++k) ASSERT_TRUE(probe.add(&mailbox, 8));
+    EXPECT_FALSE(probe.add(&mailbox, 8)) << "full";
+}
+
 // tp::IdleProbe, what the UCX module looks at without UCP's async lock between progress calls: filled where
 // progress() found nothing, it must turn busy for every record a peer publishes (through the ring's wraps and pads,
 // here a 64 KiB ring), be refused while a channel connects, and keep a destroyed endpoint's segment mapped until the
@@ -403,7 +441,7 @@ TEST_F(ShmAm, IdleProbeRefusedWhileConnectingAndSegmentsOutliveIt) {
     EXPECT_EQ(mapped_segments(), before - 4);
 }
 
-// The idle look's delivery (Interface::progress_probed, what the UCX module runs when a probe word changes): every
+// The idle look's delivery (IdleProbe::deliver, what the UCX module runs when a probe word announces work): every
 // message of a burst, byte-exact and in order, through the 64 KiB ring's wraps and pads, with the probe filled once
 // and valid all along (re-pointed at the ring's new head after each delivery, quiet until the next message).
 TEST_F(ShmAm, ProbedDeliveryKeepsTheProbeValidThroughWrapsAndPads) {
@@ -426,7 +464,7 @@ TEST_F(ShmAm, ProbedDeliveryKeepsTheProbeValidThroughWrapsAndPads) {
         const int i = probe.changed();
         ASSERT_GE(i, 0) << "round " << round << ": the probe missed a burst";
         bool valid = false;
-        const unsigned n = tp.iface->progress_probed(&probe, static_cast<unsigned>(i), 1u << kId, &valid);
+        const unsigned n = probe.deliver(static_cast<unsigned>(i), 1u << kId, &valid);
         ASSERT_EQ(n, burst) << "round " << round;
         ASSERT_TRUE(valid) << "round " << round << ": active messages alone must leave the probe valid";
         ASSERT_TRUE(probe.quiet()) << "round " << round << ": the re-pointed word is not quiet";
@@ -466,14 +504,14 @@ TEST_F(ShmAm, ProbedDeliveryLeavesWhatItMayNotDeliverToProgress) {
     bool valid = true;
     // A grant mailbox's word: nothing the probed path may do.
     const unsigned grant_word = static_cast<unsigned>(i) % 2 == 0 ? static_cast<unsigned>(i) + 1 : 0;
-    EXPECT_EQ(tp.iface->progress_probed(&probe, grant_word, 1u << kId, &valid), 0u);
+    EXPECT_EQ(probe.deliver(grant_word, 1u << kId, &valid), 0u);
     EXPECT_FALSE(valid);
     valid = true;
-    EXPECT_EQ(tp.iface->progress_probed(&probe, static_cast<unsigned>(i), 0, &valid), 0u) << "no id asked for";
+    EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), 0, &valid), 0u) << "no id asked for";
     EXPECT_FALSE(valid);
     EXPECT_TRUE(got.empty());
     valid = true;
-    EXPECT_EQ(tp.iface->progress_probed(&probe, static_cast<unsigned>(i), 1u << kId, &valid), 1u)
+    EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), 1u << kId, &valid), 1u)
         << "the first message only: the next is of an id not asked for";
     EXPECT_FALSE(valid);
     ASSERT_EQ(got.size(), 1u);

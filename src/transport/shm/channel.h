@@ -148,10 +148,12 @@ class Channel {
         return n;
     }
     bool rx_empty() { return !up() || rx_.empty(); }
-    // The idle probe's word for the receive ring (RingReader::head_probe); false when a record waits or the
-    // channel is not up.
-    bool rx_head_probe(const std::atomic<uint64_t> **word, uint64_t *value) const {
-        return up() && rx_.head_probe(word, value);
+    // The idle probe's word for the receive ring and the value it will hold (RingReader::head_word); false when
+    // the channel is not up.
+    bool rx_head_word(const std::atomic<uint64_t> **word, uint64_t *expected) const {
+        if (!up()) return false;
+        *word = rx_.head_word(expected);
+        return true;
     }
     // This side's segment (its receive ring and extra area), moved out for the owner to unmap later: an idle probe
     // may still read it (IdleProbe). Only just before the channel is destroyed.

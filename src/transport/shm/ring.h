@@ -204,15 +204,13 @@ class RingReader {
     void release() { ctl_->head.store(head_, std::memory_order_release); }
     // No record (or PAD) published at the head. Hub::arm() calls it after its fence (Dekker with the producer).
     bool empty() { return !published_at(head_ & (size_ - 1)); }
-    // The seq word the next record will publish (an idle probe's word: it changes only when that record comes),
-    // and in *value what it holds now; false when that record is already there (the word is no quiet value then).
-    // One load: a record published between a look at the ring and a separate load would be taken as quiet.
-    bool head_probe(const std::atomic<uint64_t> **word, uint64_t *value) const {
+    // The seq word the next record will publish, and in *expected the value it will hold then (an idle probe's
+    // word, IdleProbe::add_expected). Nothing is loaded: the value is known, whatever an earlier lap left there.
+    const std::atomic<uint64_t> *head_word(uint64_t *expected) const {
         static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
                       alignof(std::atomic<uint64_t>) == alignof(uint64_t));
-        *word = reinterpret_cast<const std::atomic<uint64_t> *>(data_ + (head_ & (size_ - 1)) + kRecSeqOff);
-        *value = (*word)->load(std::memory_order_acquire);
-        return *value != (head_ ^ nonce_);
+        *expected = head_ ^ nonce_;
+        return reinterpret_cast<const std::atomic<uint64_t> *>(data_ + (head_ & (size_ - 1)) + kRecSeqOff);
     }
     RingCtl *ctl() const { return ctl_; }
 

@@ -61,11 +61,12 @@ ShmEp::~ShmEp() {
 bool ShmEp::add_probe_words(IdleProbe *probe) {
     if (!ch_.up()) return ch_.state() != Channel::State::Connecting; // a broken or unused channel gives no work
     const std::atomic<uint64_t> *head = nullptr;
-    uint64_t value = 0;
-    if (!idle() || grant_outstanding() || !ch_.rx_head_probe(&head, &value)) return false;
+    uint64_t expected = 0;
+    if (!idle() || grant_outstanding() || !ch_.rx_head_word(&head, &expected)) return false;
     auto *mine = reinterpret_cast<const ShmExtra *>(ch_.local_extra());
-    // The ring's word names this endpoint (progress_probed delivers what it announces); a grant needs progress().
-    return probe->add(head, value, this) && probe->add(&mine->grant.seq, serviced_grant_);
+    // The ring's word names this endpoint (deliver_probed hands over what it announces); a grant needs progress().
+    return probe->add_expected(head, expected, this, &ShmEp::deliver_probed) &&
+           probe->add(&mine->grant.seq, serviced_grant_);
 }
 
 std::vector<uint8_t> ShmEp::address() const { return ch_.address({}); }

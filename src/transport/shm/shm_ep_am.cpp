@@ -100,7 +100,7 @@ gdx_status_t ShmEp::am_bcopy_pack(uint8_t id, AmPackFn pack, void *arg, size_t *
     return GDX_OK;
 }
 
-// What Channel::poll hands records to for progress_probed(): active messages of the ids asked for go to the user
+// What Channel::poll hands records to for deliver_probed(): active messages of the ids asked for go to the user
 // as on_record() hands them; it stops at anything else, which is left in the ring for progress().
 struct ShmEp::ProbedDelivery {
     ShmEp &ep;
@@ -116,19 +116,14 @@ struct ShmEp::ProbedDelivery {
     }
 };
 
-unsigned ShmEp::progress_probed(IdleProbe::Word *w, uint32_t am_ids, bool *valid) {
-    ProbedDelivery d{*this, am_ids};
-    const unsigned n = ch_.poll(d, kPollBudget);
+unsigned ShmEp::deliver_probed(void *ctx, IdleProbe::Word *w, uint32_t am_ids, bool *valid) {
+    ShmEp &ep = *static_cast<ShmEp *>(ctx);
+    ProbedDelivery d{ep, am_ids};
+    const unsigned n = ep.ch_.poll(d, kPollBudget);
     // Still covered by the probe, re-pointed at the ring's new head, when every record went and no other waits.
     // The rest of what add_probe_words() required still holds: only the handlers ran, and whatever they gave this
-    // endpoint to do they did through calls that invalidate the probe themselves (progress_probed's contract).
-    const std::atomic<uint64_t> *head = nullptr;
-    uint64_t value = 0;
-    *valid = !d.stopped && ch_.rx_head_probe(&head, &value);
-    if (*valid) {
-        w->addr = head;
-        w->quiet_value = value;
-    }
+    // endpoint to do they did through calls that invalidate the probe themselves (IdleProbe::deliver's contract).
+    *valid = !d.stopped && ep.ch_.rx_head_word(&w->addr, &w->value);
     return n;
 }
 

@@ -118,15 +118,6 @@ bool ShmIface::fill_idle_probe(IdleProbe *probe) {
     return true;
 }
 
-unsigned ShmIface::progress_probed(IdleProbe *probe, unsigned i, uint32_t am_ids, bool *valid) {
-    void *ep = i < probe->n ? probe->words[i].ctx : nullptr;
-    if (ep == nullptr) { // a grant mailbox: progress() services it
-        *valid = false;
-        return 0;
-    }
-    return static_cast<ShmEp *>(ep)->progress_probed(&probe->words[i], am_ids, valid);
-}
-
 gdx_status_t ShmIface::arm_wakeup() {
     for (ShmEp *ep : eps_)
         if (ep->has_work()) return GDX_ERR_BUSY;

@@ -111,8 +111,8 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     unsigned progress_work();
     // Adds this endpoint's idle-probe words (IdleProbe); false when it has work now or the probe is full.
     bool add_probe_words(IdleProbe *probe);
-    // Interface::progress_probed for this endpoint's ring word `w` (ShmIface's, which finds the endpoint by it).
-    unsigned progress_probed(IdleProbe::Word *w, uint32_t am_ids, bool *valid);
+    // IdleProbe::deliver for this endpoint's ring word (ctx: the endpoint).
+    static unsigned deliver_probed(void *ctx, IdleProbe::Word *w, uint32_t am_ids, bool *valid);
     // progress() would return 0 at once: the channel is not up, or nothing waits (idle()).
     bool quiet();
     bool has_work();
@@ -253,9 +253,6 @@ class ShmIface final : public InterfaceBase {
     // Per endpoint its ring's next seq word and its grant mailbox (the two ways a peer gives us work); the
     // segments of endpoints destroyed meanwhile stay mapped until the next progress() (retire()).
     bool fill_idle_probe(IdleProbe *probe) override;
-    // The ring word of an endpoint: its active messages, delivered without the walk of every endpoint and the
-    // control-socket look of progress(). (A destroyed endpoint invalidates the probe first: the caller's rule.)
-    unsigned progress_probed(IdleProbe *probe, unsigned i, uint32_t am_ids, bool *valid) override;
     int wakeup_fd() const override { return hub_->wakeup_fd(); }
     gdx_status_t arm_wakeup() override;
 
