@@ -9,8 +9,10 @@
 #                       [--cpus A,B] [--sizes "BYTES ..."] [--configs "name=UCX_TLS ..."] [--gdx-env "VAR=V ..."]
 #                       [--uct-lat]
 #     --ucx-prefix  a UCX install (DIR/bin/ucx_perftest, DIR/bin/ucx_info, DIR/lib); default: the one on PATH
-#     --module      libuct_gdx.so.0 built against THAT UCX (default: the first build*/ of this checkout); loaded
-#                   with LD_PRELOAD below UCX 1.22, with UCX_PLUGIN_PATH from 1.22 on (as tools/gdx-run does)
+#     --module      libuct_gdx.so.0 built against THAT UCX (default: the one tools/gdx-run finds in this checkout:
+#                   build/ first, other build-*/ by name, sanitizer trees, whose module cannot be preloaded alone,
+#                   last); loaded with LD_PRELOAD below UCX 1.22, with UCX_PLUGIN_PATH from 1.22 on (as
+#                   tools/gdx-run does)
 #     --baseline-module  another tree's module (e.g. before a change): its gdx configurations run too, as
 #                   base-<name>, and `check` lines compare this module with it in the same run
 #     --rounds      alternating rounds (default 10; --reps is the old name)
@@ -82,7 +84,8 @@ if [ -z "$configs" ]; then
   fi
 fi
 if [ -z "$module" ]; then
-  for cand in "$root"/build*/src/uct/libuct_gdx.so.0; do [ -f "$cand" ] && { module="$cand"; break; }; done
+  module=$(env "${ucx_env[@]}" PATH="$(dirname "$ucx_info"):$PATH" "$root/tools/gdx-run" --print-module 2>/dev/null) ||
+    module=""
 fi
 [ -f "$module" ] || die "libuct_gdx.so.0 not found (build it or pass --module)"
 [ -z "$base_module" ] || [ -f "$base_module" ] || die "--baseline-module $base_module: no such file"
@@ -163,7 +166,11 @@ run_one() {
   crc=$?
   wait "$spid"; src=$?
   if [ "$crc" != 0 ] || [ "$src" != 0 ]; then
-    echo "#   failed ($tls $test $size): client exit $crc, server exit $src: $(grep -m1 -iE 'error|fail' "$tmp/cli" "$tmp/srv" | head -1)" >&2
+    # The first error line, else each side's last line (a sanitizer's or the loader's complaint names no error).
+    local why
+    why=$(grep -m1 -iE 'error|fail' "$tmp/cli" "$tmp/srv" | head -1)
+    [ -n "$why" ] || why="client: $(grep . "$tmp/cli" | tail -1); server: $(grep . "$tmp/srv" | tail -1)"
+    echo "#   failed ($tls $test $size): client exit $crc, server exit $src: $why" >&2
     return 1
   fi
   sed -n 's/^Final:[[:space:]]*//p' "$tmp/cli" | tail -1

@@ -20,6 +20,21 @@ else
   grep -q "^LIBUCT_GDX_PATH=$(dirname "$module")$" <<<"$load" || fail "UCX $ver: LIBUCT_GDX_PATH: $load"
 fi
 
+# --print-module: the module named, made absolute; without one, the checkout's build trees in their fixed order
+# (build/ before a sanitizer tree, whose module cannot be preloaded alone, whatever the glob order: bench/ took
+# build-asan/ first and every gdx run failed).
+[ "$("$gdx_run" --module "$module" --print-module)" = "$(cd "$(dirname "$module")" && pwd)/$(basename "$module")" ] ||
+  fail "gdx-run --print-module does not print the module it was given"
+fake=$(mktemp -d) && trap 'rm -rf "$fake"' EXIT
+mkdir -p "$fake/tools" "$fake/build-asan/src/uct" "$fake/build/src/uct" "$fake/build-dbg/src/uct"
+cp "$gdx_run" "$fake/tools/gdx-run"
+for t in build-asan build build-dbg; do : >"$fake/$t/src/uct/libuct_gdx.so.0"; done
+got=$(env -u GDX_UCT_MODULE "$fake/tools/gdx-run" --print-module) || fail "gdx-run --print-module failed"
+[ "$got" = "$fake/build/src/uct/libuct_gdx.so.0" ] || fail "gdx-run chose $got, not build/"
+rm "$fake/build/src/uct/libuct_gdx.so.0"
+got=$(env -u GDX_UCT_MODULE "$fake/tools/gdx-run" --print-module) || fail "gdx-run --print-module failed"
+[ "$got" = "$fake/build-dbg/src/uct/libuct_gdx.so.0" ] || fail "gdx-run chose $got, not build-dbg/ before build-asan/"
+
 # UCX's memory-type cache: off where this UCX has no CUDA module of its own (nothing would feed it), on where it has
 ucx_libdir=$(dirname "$(ldd "$(command -v ucx_info)" | awk '$1 == "libucs.so.0" {print $3; exit}')")
 memtype=n; [ -e "$ucx_libdir/ucx/libucm_cuda.so.0" ] && memtype=y
