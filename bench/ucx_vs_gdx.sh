@@ -89,17 +89,19 @@ if [ -z "$module" ]; then
 fi
 [ -f "$module" ] || die "libuct_gdx.so.0 not found (build it or pass --module)"
 [ -z "$base_module" ] || [ -f "$base_module" ] || die "--baseline-module $base_module: no such file"
-module=$(readlink -f "$module")
-[ -n "$base_module" ] && base_module=$(readlink -f "$base_module")
+# Absolute, the name kept (not the symlink's target): gdx-run tells libuct_gdx.so.0 from another build by its name.
+absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+module=$(absolute "$module")
+[ -n "$base_module" ] && base_module=$(absolute "$base_module")
 srv_cpu=${cpus%%,*} cli_cpu=${cpus#*,}
 command -v taskset >/dev/null || die "taskset not found (util-linux)"
 taskset -c "$srv_cpu" true && taskset -c "$cli_cpu" true || die "cannot pin to CPUs $cpus (--cpus A,B)"
 
-# How a module gets into ucx_perftest: UCX >= 1.22 loads it from UCX_PLUGIN_PATH, older ones only what is preloaded.
-load_env() { # MODULE -> VAR=value
-  local major=${ucx_version%%.*} minor
-  minor=${ucx_version#*.}; minor=${minor%%.*}
-  if [ "$major" -gt 1 ] || [ "$minor" -ge 22 ]; then echo "UCX_PLUGIN_PATH=$(dirname "$1")"; else echo "LD_PRELOAD=$1"; fi
+# How a module gets into ucx_perftest, as a user's process gets it: what tools/gdx-run sets for that UCX (from 1.22
+# on UCX_PLUGIN_PATH; before, the loader preloaded where it was built beside the module, else the module; a
+# sanitizer runtime first), one VAR=value a line.
+load_env() { # MODULE
+  env "${ucx_env[@]}" PATH="$(dirname "$ucx_info"):$PATH" "$root/tools/gdx-run" --module "$1" --print-load-env
 }
 
 if [ -n "$out" ]; then
@@ -125,7 +127,7 @@ echo "# command: $cmdline"
 echo "# date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "# machine: $(hostname), $(uname -sr), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# UCX:     $ucx_version ($perftest); gdx $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo ' + changes')"
-echo "# module:  $module ($(load_env "$module" | cut -d= -f1))"
+echo "# module:  $module ($(load_env "$module" | cut -d= -f1 | paste -sd,))"
 [ -n "$base_module" ] && echo "# baseline module: $base_module"
 echo "# configs: ${cfgs[*]}"
 echo "# pinning: server on CPU $srv_cpu, client on CPU $cli_cpu; $rounds alternating rounds, order rotating"
@@ -155,7 +157,11 @@ run_one() {
   for e in "${extra[@]}"; do case "$e" in MODULE=*) mod=${e#MODULE=} ;; *) kept+=("$e") ;; esac; done
   extra=("${kept[@]}")
   envs=("${ucx_env[@]}" UCX_TLS="$tls")
-  [ "$mod" != - ] && envs+=("$(load_env "$mod")" $gdx_env)
+  if [ "$mod" != - ]; then
+    local loads
+    mapfile -t loads < <(load_env "$mod")
+    envs+=("${loads[@]}" $gdx_env)
+  fi
   envs+=("${extra[@]}")
   port=$(free_port)
   env "${envs[@]}" taskset -c "$srv_cpu" timeout "$timeout_s" "$perftest" -p "$port" "${uct[@]}" >"$tmp/srv" 2>&1 &

@@ -7,8 +7,8 @@
 #
 #   bench/probes/perf_counters_pingpong.sh [--ucx-prefix DIR] [--test am_lat|tag_lat] [-n N] [--cpus A,B]
 #       [--raw "0x02c3,0x01c3"] CONFIG...
-#   CONFIG: name=TLS[+VAR=V...][+MODULE=DIR]  (MODULE: the directory of libuct_gdx.so.0, put in UCX_PLUGIN_PATH
-#           (UCX >= 1.22) or preloaded (older); am_lat runs UCT level on TLS's first transport, -d memory)
+#   CONFIG: name=TLS[+VAR=V...][+MODULE=DIR]  (MODULE: the directory of libuct_gdx.so.0, loaded as tools/gdx-run
+#           loads it for that UCX; am_lat runs UCT level on TLS's first transport, -d memory)
 #   e.g. on the GPU machine: ... --ucx-prefix /tmp/ucx-cuda posix=posix gdx=gdx_shm+MODULE=build-uct-bench/src/uct
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,7 +26,8 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 pt=ucx_perftest; [ -n "$prefix" ] && { pt=$prefix/bin/ucx_perftest; export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; }
-ver=$("${prefix:+$prefix/bin/}ucx_info" -v 2>/dev/null | sed -n 's/.*Version \([0-9]*\.[0-9]*\).*/\1/p' | head -1)
+ucx_info="${prefix:+$prefix/bin/}ucx_info"
+ver=$("$ucx_info" -v 2>/dev/null | sed -n 's/^# \(Library version:\|Version\) \([0-9]*\.[0-9]*\).*/\2/p' | head -1)
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 cc -O1 -shared -fPIC -o "$tmp/pc.so" "$root/bench/probes/perf_counters_preload.c" || exit 1
 echo "# $(date -u '+%F %T UTC') $(uname -sr) $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); UCX $ver; $test, n=$n and $((2 * n)); raw $raw"
@@ -34,18 +35,24 @@ for c in "$@"; do
   name=${c%%=*} spec=${c#*=} tls=${spec%%+*} envs=() mod=""
   IFS=+ read -r -a parts <<<"$spec"
   for e in "${parts[@]:1}"; do case "$e" in MODULE=*) mod=${e#MODULE=} ;; *) envs+=("$e") ;; esac; done
-  pre="$tmp/pc.so"
-  if [ -n "$mod" ]; then
-    if [ "${ver#1.}" -ge 22 ] 2>/dev/null; then envs+=("UCX_PLUGIN_PATH=$mod"); else pre="$mod/libuct_gdx.so.0:$pre"; fi
+  loads=()
+  if [ -n "$mod" ]; then # what tools/gdx-run sets for this UCX; the counters' preload goes after the module's
+    mapfile -t loads < <(PATH="$(dirname "$(command -v "$ucx_info")"):$PATH" \
+                           "$root/tools/gdx-run" --module "$mod/libuct_gdx.so.0" --print-load-env)
   fi
+  pre="$tmp/pc.so"
+  for k in "${!loads[@]}"; do
+    case "${loads[$k]}" in LD_PRELOAD=*) pre="${loads[$k]#LD_PRELOAD=}:$pre"; unset 'loads[k]' ;; esac
+  done
+  loads+=("LD_PRELOAD=$pre")
   args=(-t "$test"); [ "$test" = am_lat ] && args+=(-x "${tls%%,*}" -d memory)
   for iters in "$n" $((2 * n)); do
     for side in server client; do rm -f "$tmp/$side.$iters"; done
     p=$((13000 + RANDOM % 2000))
-    env UCX_TLS="$tls" "${envs[@]}" PERF_PRELOAD_OUT="$tmp/server.$iters" PERF_PRELOAD_RAW="$raw" LD_PRELOAD="$pre" \
+    env UCX_TLS="$tls" "${envs[@]}" PERF_PRELOAD_OUT="$tmp/server.$iters" PERF_PRELOAD_RAW="$raw" "${loads[@]}" \
       taskset -c "${cpus%%,*}" "$pt" -p "$p" "${args[@]}" -s 8 -n "$iters" > /dev/null 2>&1 &
     sleep 1
-    env UCX_TLS="$tls" "${envs[@]}" PERF_PRELOAD_OUT="$tmp/client.$iters" PERF_PRELOAD_RAW="$raw" LD_PRELOAD="$pre" \
+    env UCX_TLS="$tls" "${envs[@]}" PERF_PRELOAD_OUT="$tmp/client.$iters" PERF_PRELOAD_RAW="$raw" "${loads[@]}" \
       taskset -c "${cpus#*,}" "$pt" 127.0.0.1 -p "$p" "${args[@]}" -s 8 -n "$iters" 2>&1 | grep '^Final' | sed "s/^/# $name n=$iters /"
     wait
   done
