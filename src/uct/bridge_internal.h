@@ -60,6 +60,14 @@ struct gdx_uct_md {
     gdx_status_t classify(const void *addr, size_t len, gdx::mem::MemInfo *out);
 };
 
+namespace gdx::uct {
+// What the allocation holding addr is, by `det`. GDX_ERR_INVALID_PARAM for a null addr or len 0.
+gdx_status_t classify(mem::Detector &det, const void *addr, size_t len, mem::MemInfo *out);
+// What UCT's mem_query reports of `info`, the memory at addr..addr+len as `det` classified it (gdx_uct_mem_detect
+// for a transport's MD, gdx_uct_copy_mem_detect for gdx_copy's). GDX_ERR_INVALID_PARAM for a null addr or len 0.
+gdx_status_t mem_detect(mem::Detector &det, const void *addr, size_t len, gdx_uct_mem_info_t *out);
+} // namespace gdx::uct
+
 struct gdx_uct_memh {
     gdx_uct_md *md = nullptr;
     std::unique_ptr<gdx::tp::MemHandle> h; // pass-through registration (no engine)

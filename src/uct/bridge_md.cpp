@@ -6,6 +6,7 @@
 #include "transport/open_interfaces.h"
 #include "memtype/free_hooks.h"
 #include "uct/bridge_internal.h"
+#include "uct/config_vars.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -57,11 +58,33 @@ tp::Component *tl_component(unsigned tl) {
 
 using namespace gdx::uct;
 
-gdx_status_t gdx_uct_md::classify(const void *addr, size_t len, mem::MemInfo *out) {
+gdx_status_t gdx::uct::classify(mem::Detector &det, const void *addr, size_t len, mem::MemInfo *out) {
     if (addr == nullptr || len == 0)
         return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "memory query: %s (addr %p, length %zu)",
                         addr == nullptr ? "null address" : "zero length", addr, len);
-    return detector->detect_one(addr, out);
+    return det.detect_one(addr, out);
+}
+
+gdx_status_t gdx_uct_md::classify(const void *addr, size_t len, mem::MemInfo *out) {
+    return gdx::uct::classify(*detector, addr, len, out);
+}
+
+gdx_status_t gdx::uct::mem_detect(mem::Detector &det, const void *addr, size_t len, gdx_uct_mem_info_t *out) {
+    if (out == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "memory query: null output");
+    mem::MemInfo info;
+    gdx_status_t st = classify(det, addr, len, &info);
+    if (st != GDX_OK) return st;
+    std::memset(out, 0, sizeof(*out));
+    if (!info.host_accessible || info.type == mem::MemType::CudaManaged) {
+        out->type = info.type == mem::MemType::CudaManaged ? GDX_UCT_MEM_CUDA_MANAGED : GDX_UCT_MEM_CUDA;
+    } else {
+        out->type = GDX_UCT_MEM_HOST; // host kinds and host-located VMM: the CPU loads and stores them
+    }
+    out->base = reinterpret_cast<void *>(info.base);
+    out->length = info.size;
+    if (out->type != GDX_UCT_MEM_HOST && info.device >= 0)
+        std::snprintf(out->bus_id, sizeof(out->bus_id), "%s", mem::device_bus_id(mem::MemKind::Cuda, info.device).c_str());
+    return GDX_OK;
 }
 
 // ---- process level -----------------------------------------------------------------------------------------
@@ -112,23 +135,13 @@ extern "C" int gdx_uct_ucx_hooks_cuda(void) {
     return mem::ucx_hooks_cuda(&why) ? 1 : 0;
 }
 
+extern "C" int gdx_uct_md_detects(gdx_uct_md_t *md) {
+    return md->detector->gpu_enabled() && md->cfg.str(UctVar::UCT_DETECT) == "all" ? 1 : 0;
+}
+
 extern "C" gdx_status_t gdx_uct_mem_detect(gdx_uct_md_t *md, const void *addr, size_t len,
                                            gdx_uct_mem_info_t *out) {
-    if (out == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "memory query: null output");
-    mem::MemInfo info;
-    gdx_status_t st = md->classify(addr, len, &info);
-    if (st != GDX_OK) return st;
-    std::memset(out, 0, sizeof(*out));
-    if (!info.host_accessible || info.type == mem::MemType::CudaManaged) {
-        out->type = info.type == mem::MemType::CudaManaged ? GDX_UCT_MEM_CUDA_MANAGED : GDX_UCT_MEM_CUDA;
-    } else {
-        out->type = GDX_UCT_MEM_HOST; // host kinds and host-located VMM: the CPU loads and stores them
-    }
-    out->base = reinterpret_cast<void *>(info.base);
-    out->length = info.size;
-    if (out->type != GDX_UCT_MEM_HOST && info.device >= 0)
-        std::snprintf(out->bus_id, sizeof(out->bus_id), "%s", mem::device_bus_id(mem::MemKind::Cuda, info.device).c_str());
-    return GDX_OK;
+    return mem_detect(*md->detector, addr, len, out);
 }
 
 // ---- memory domain -----------------------------------------------------------------------------------------

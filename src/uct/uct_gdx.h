@@ -57,6 +57,9 @@ typedef struct {
 /* True when the MD's memory-type detector uses a GPU (gdx's CUDA backend found a driver and a GPU, and GDX_CUDA
  * is not 'no'). Without one every pointer is host memory, and the MD advertises no CUDA capability at all. */
 int gdx_uct_cuda_available(gdx_uct_md_t *md);
+/* True when the MD tells UCP memory types itself (detect_mem_types): a GPU and GDX_UCT_DETECT=all. Otherwise
+ * gdx_copy does (gdx_uct_copy_mem_detect), as cuda_copy does for UCX's own transports. */
+int gdx_uct_md_detects(gdx_uct_md_t *md);
 /* 1 when the running UCX hooks the CUDA driver itself (libucm_cuda), so its memory-type cache knows CUDA memory. */
 int gdx_uct_ucx_hooks_cuda(void);
 
@@ -64,9 +67,11 @@ int gdx_uct_ucx_hooks_cuda(void);
  * GDX_ERR_INVALID_PARAM for a NULL addr or len 0. */
 gdx_status_t gdx_uct_mem_detect(gdx_uct_md_t *md, const void *addr, size_t len, gdx_uct_mem_info_t *out);
 
-/* gdx_copy (uct_gdx_copy.c): copies inside this process between host and CUDA memory, any direction. */
-int gdx_uct_copy_available(void); /* a CUDA driver and a GPU */
+/* gdx_copy (uct_gdx_copy.c): copies inside this process between host and CUDA memory, any direction, and
+ * memory-type detection for UCP, by one detector per process configured by GDX_*. */
+int gdx_uct_copy_available(void); /* a CUDA driver and a GPU, and GDX_CUDA is not 'no' */
 gdx_status_t gdx_uct_copy(void *dst, const void *src, size_t len);
+gdx_status_t gdx_uct_copy_mem_detect(const void *addr, size_t len, gdx_uct_mem_info_t *out);
 
 /* ---- memory domain ---------------------------------------------------------------------------------- */
 

@@ -6,7 +6,8 @@
  * cuda_copy; Debian's UCX has no CUDA modules, so without this file a UCP worker refuses to start once a gdx MD
  * reports CUDA memory ("no copy across memory types transport"). It moves no bytes between processes: its
  * interface is reachable from this process only. The copies go through gdx's memtype ops table (bridge_copy.cpp):
- * synchronous, so every operation completes before it returns. Listed only where a CUDA driver and a GPU exist. */
+ * synchronous, so every operation completes before it returns. Listed only where a CUDA driver and a GPU exist.
+ * Its MD is also the one that tells UCP memory types (detect_mem_types, mem_query), as cuda_copy's is upstream. */
 #include "uct_gdx_glue.h"
 
 #include <ucs/debug/log.h>
@@ -297,7 +298,11 @@ static ucs_status_t uct_gdx_copy_md_query(uct_md_h md, uct_gdx_md_attr_t *attr)
      * memcpy (bridge_copy.cpp). */
     UCT_GDX_MD_CAP(attr).access_mem_types = types;
     UCT_GDX_MD_CAP(attr).alloc_mem_types  = 0;
-    UCT_GDX_MD_CAP(attr).detect_mem_types = 0;
+    /* The memory-type transport tells UCP what a buffer is, as cuda_copy does upstream; the gdx_<tl> MDs do not
+     * (GDX_UCT_DETECT, uct_gdx_md.c says why). */
+    UCT_GDX_MD_CAP(attr).detect_mem_types = gdx_uct_copy_available() ?
+                                            (UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED)) :
+                                            0;
     UCT_GDX_MD_CAP(attr).max_alloc        = 0;
     UCT_GDX_MD_CAP(attr).max_reg          = ULONG_MAX;
     attr->rkey_packed_size     = 0;
@@ -316,6 +321,15 @@ static ucs_status_t uct_gdx_copy_mem_reg_impl(uct_md_h md, void *address, size_t
 }
 UCT_GDX_DEFINE_MEM_REG(uct_gdx_copy_mem_reg, uct_gdx_copy_mem_reg_impl)
 
+static ucs_status_t uct_gdx_copy_mem_query(uct_md_h md, const void *address, size_t length,
+                                           uct_gdx_mem_attr_t *mem_attr)
+{
+    gdx_uct_mem_info_t info;
+    gdx_status_t st = gdx_uct_copy_mem_detect(address, length, &info);
+
+    return uct_gdx_mem_attr_fill(UCT_GDX_COPY_NAME, st, &info, address, length, mem_attr);
+}
+
 static ucs_status_t uct_gdx_copy_md_open(uct_component_t *component, const char *md_name,
                                          const uct_md_config_t *config, uct_md_h *md_p)
 {
@@ -327,13 +341,16 @@ static ucs_status_t uct_gdx_copy_md_open(uct_component_t *component, const char 
         .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
         .mem_reg                = uct_gdx_copy_mem_reg,
         .mem_dereg              = (uct_md_mem_dereg_func_t)ucs_empty_function_return_success,
-        .mem_query              = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
+        .mem_query              = uct_gdx_copy_mem_query,
         .mkey_pack              = (uct_md_mkey_pack_func_t)ucs_empty_function_return_success,
-        .detect_memory_type     = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported,
+        .detect_memory_type     = uct_gdx_detect_by_query,
         UCT_GDX_MD_OPS_UNUSED
     };
     static uct_md_t md = {.ops = &ops, .component = &uct_gdx_copy_component};
 
+    if (gdx_uct_copy_available()) {
+        uct_gdx_md_check_memtype_cache(UCT_GDX_COPY_NAME);
+    }
     *md_p = &md;
     return UCS_OK;
 }

@@ -44,7 +44,8 @@ typedef struct uct_gdx_md {
     uct_md_t          super;
     gdx_uct_md_t      *bridge;
     gdx_uct_md_attr_t attr;
-    int               cuda;    /* gdx's CUDA backend found a GPU: detect CUDA memory */
+    int               cuda;    /* gdx's CUDA backend found a GPU: register CUDA memory */
+    int               detects; /* ...and GDX_UCT_DETECT=all: tell UCP memory types (otherwise gdx_copy does) */
 } uct_gdx_md_t;
 
 typedef struct uct_gdx_iface_config {
@@ -83,6 +84,15 @@ ucs_status_t uct_gdx_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_attr_t *
 ucs_status_t uct_gdx_md_open(uct_component_t *component, const char *md_name, const uct_md_config_t *config,
                              uct_md_h *md_p);
 ucs_status_t uct_gdx_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p, unsigned *num_p);
+/* mem_query's answer from a bridge detection (st, *info) of address..length; logs a failed one at debug (UCP asks
+ * each detecting MD in turn). Shared by the transports' MDs and gdx_copy's. */
+ucs_status_t uct_gdx_mem_attr_fill(const char *md_name, gdx_status_t st, const gdx_uct_mem_info_t *info,
+                                   const void *address, size_t length, uct_gdx_mem_attr_t *mem_attr);
+/* detect_memory_type through the MD's own mem_query. */
+ucs_status_t uct_gdx_detect_by_query(uct_md_h uct_md, const void *address, size_t length,
+                                     ucs_memory_type_t *mem_type_p);
+/* Warns when a detecting MD opens where UCP would not ask it (UCX's memtype cache on, without libucm_cuda). */
+void uct_gdx_md_check_memtype_cache(const char *md_name);
 
 /* Defined in uct_gdx_aux.c: the auxiliary wire-up transport (see there for why). */
 void uct_gdx_aux_register(void);

@@ -2,8 +2,9 @@
  * registration ladder), remote keys, and memory-type detection.
  *
  * CUDA: Debian's UCX has no CUDA module, so nothing in UCX can tell a device pointer from a host one. When
- * gdx's CUDA backend finds a GPU, this MD advertises CUDA and CUDA_MANAGED in detect_mem_types and answers
- * mem_query/detect_memory_type through gdx's memory-type layer. An MD whose transport can stage (tcp, shm, rc)
+ * gdx's CUDA backend finds a GPU, gdx_copy (uct_gdx_copy.c) advertises CUDA and CUDA_MANAGED in detect_mem_types,
+ * as UCX's cuda_copy does, and this MD only with GDX_UCT_DETECT=all; both answer mem_query/detect_memory_type
+ * through gdx's memory-type layer. An MD whose transport can stage (tcp, shm, rc)
  * registers through the staging engine, which takes every kind it detects (what the transport does not reach it
  * stages), so its reg_mem_types lists host, CUDA and CUDA_MANAGED; the others (cuda_ipc, or GDX_UCT_ENGINE=no)
  * list what the transport reaches directly (Capabilities::direct_types). Access stays host only (gdx_copy is
@@ -93,8 +94,12 @@ static ucs_status_t uct_gdx_md_query(uct_md_h uct_md, uct_gdx_md_attr_t *attr)
      * our lanes. */
     UCT_GDX_MD_CAP(attr).access_mem_types = direct & UCS_BIT(UCS_MEMORY_TYPE_HOST);
     UCT_GDX_MD_CAP(attr).alloc_mem_types  = 0;
-    UCT_GDX_MD_CAP(attr).detect_mem_types = md->cuda ? (UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
-                                                        UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED)) : 0;
+    /* Detection is gdx_copy's (GDX_UCT_DETECT=copy, the default), as it is cuda_copy's in UCX: once one selected
+     * MD detects, UCP closes its inline small-message path to every send whose memory type the caller did not
+     * give (ucp_proto_is_inline: the memtype cache, which libucm_cuda fills with every inaccessible mapping, is
+     * then never empty), so a host-only UCX_TLS of gdx transports pays it only if it asks to (=all). */
+    UCT_GDX_MD_CAP(attr).detect_mem_types = md->detects ? (UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                                                           UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED)) : 0;
     UCT_GDX_MD_CAP(attr).max_alloc        = 0;
     UCT_GDX_MD_CAP(attr).max_reg          = ULONG_MAX;
     attr->rkey_packed_size     = md->attr.rkey_packed_size;
@@ -186,6 +191,41 @@ static ucs_status_t uct_gdx_mkey_pack_impl(uct_md_h uct_md, uct_mem_h memh, void
 }
 UCT_GDX_DEFINE_MKEY_PACK(uct_gdx_mkey_pack, uct_gdx_mkey_pack_impl)
 
+ucs_status_t uct_gdx_mem_attr_fill(const char *md_name, gdx_status_t st, const gdx_uct_mem_info_t *info,
+                                   const void *address, size_t length, uct_gdx_mem_attr_t *mem_attr)
+{
+    if (st != GDX_OK) {
+        /* UCP asks every detecting MD in turn and moves on; this is not an error of the application's. */
+        ucs_debug("%s: mem_query(%p, %zu): %s (%s)", md_name, address, length, gdx_status_string(st),
+                  gdx_uct_last_error());
+        return uct_gdx_status(st);
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_MEM_TYPE) {
+        mem_attr->mem_type = uct_gdx_ucs_mem_type(info->type);
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_SYS_DEV) {
+        mem_attr->sys_dev = uct_gdx_sys_device(info->bus_id);
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS) {
+        mem_attr->base_address = (info->base != NULL) ? info->base : (void*)address;
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH) {
+        mem_attr->alloc_length = (info->length != 0) ? info->length : length;
+    }
+    return UCS_OK;
+}
+
+void uct_gdx_md_check_memtype_cache(const char *md_name)
+{
+    /* UCP consults a detecting MD only when UCX's memtype cache misses with an error: an enabled but empty cache
+     * (nothing feeds it without UCX's CUDA module) answers "host" for every device pointer. With that module
+     * (libucm_cuda) the cache knows CUDA memory, and turning it off only costs every send a lookup. */
+    if ((ucs_global_opts.enable_memtype_cache != UCS_NO) && !gdx_uct_ucx_hooks_cuda()) {
+        ucs_warn("%s: a GPU is present but UCX_MEMTYPE_CACHE is not 'n': UCP will treat CUDA buffers as host "
+                 "memory (set UCX_MEMTYPE_CACHE=n, as tools/gdx-run does)", md_name);
+    }
+}
+
 static ucs_status_t uct_gdx_mem_query(uct_md_h uct_md, const void *address, size_t length,
                                       uct_gdx_mem_attr_t *mem_attr)
 {
@@ -194,35 +234,17 @@ static ucs_status_t uct_gdx_mem_query(uct_md_h uct_md, const void *address, size
     gdx_status_t st;
 
     st = gdx_uct_mem_detect(md->bridge, address, length, &info);
-    if (st != GDX_OK) {
-        /* UCP asks every detecting MD in turn and moves on; this is not an error of the application's. */
-        ucs_debug("%s: mem_query(%p, %zu): %s (%s)", uct_gdx_md_name(md), address, length,
-                  gdx_status_string(st), gdx_uct_last_error());
-        return uct_gdx_status(st);
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_MEM_TYPE) {
-        mem_attr->mem_type = uct_gdx_ucs_mem_type(info.type);
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_SYS_DEV) {
-        mem_attr->sys_dev = uct_gdx_sys_device(info.bus_id);
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS) {
-        mem_attr->base_address = (info.base != NULL) ? info.base : (void*)address;
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH) {
-        mem_attr->alloc_length = (info.length != 0) ? info.length : length;
-    }
-    return UCS_OK;
+    return uct_gdx_mem_attr_fill(uct_gdx_md_name(md), st, &info, address, length, mem_attr);
 }
 
-static ucs_status_t uct_gdx_detect_memory_type(uct_md_h uct_md, const void *address, size_t length,
-                                               ucs_memory_type_t *mem_type_p)
+ucs_status_t uct_gdx_detect_by_query(uct_md_h uct_md, const void *address, size_t length,
+                                     ucs_memory_type_t *mem_type_p)
 {
     uct_gdx_mem_attr_t attr;
     ucs_status_t status;
 
     attr.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE;
-    status          = uct_gdx_mem_query(uct_md, address, length, &attr);
+    status          = uct_md->ops->mem_query(uct_md, address, length, &attr);
     if (status == UCS_OK) {
         *mem_type_p = attr.mem_type;
     }
@@ -239,7 +261,7 @@ static uct_md_ops_t uct_gdx_md_ops = {
     .mem_dereg              = uct_gdx_mem_dereg,
     .mem_query              = uct_gdx_mem_query,
     .mkey_pack              = uct_gdx_mkey_pack,
-    .detect_memory_type     = uct_gdx_detect_memory_type,
+    .detect_memory_type     = uct_gdx_detect_by_query,
     UCT_GDX_MD_OPS_UNUSED
 };
 
@@ -267,16 +289,11 @@ ucs_status_t uct_gdx_md_open(uct_component_t *component, const char *md_name, co
     }
     gdx_uct_md_query(md->bridge, &md->attr);
     md->cuda            = gdx_uct_cuda_available(md->bridge);
+    md->detects         = gdx_uct_md_detects(md->bridge);
     md->super.ops       = &uct_gdx_md_ops;
     md->super.component = component;
-    if (md->cuda) {
-        /* UCP consults a detecting MD only when UCX's memtype cache misses with an error: an enabled but empty
-         * cache (nothing feeds it without UCX's CUDA module) answers "host" for every device pointer. With that
-         * module (libucm_cuda) the cache knows CUDA memory, and turning it off only costs every send a lookup. */
-        if ((ucs_global_opts.enable_memtype_cache != UCS_NO) && !gdx_uct_ucx_hooks_cuda()) {
-            ucs_warn("%s: a GPU is present but UCX_MEMTYPE_CACHE is not 'n': UCP will treat CUDA buffers as "
-                     "host memory (set UCX_MEMTYPE_CACHE=n, as tools/gdx-run does)", comp->name);
-        }
+    if (md->detects) {
+        uct_gdx_md_check_memtype_cache(comp->name);
     }
     *md_p = &md->super;
     return UCS_OK;

@@ -9,7 +9,7 @@
  *            opens in every process: a context holds GPU memory per rank). Skipped (77) without a GPU.
  *
  * For sizes 1 B .. MAX (default 16 MiB; odd sizes, then MAX itself): tag send/recv between buffers of the kind (once
- * with the memory type given to UCP, once left to UCP's detection, i.e. gdx's memory domain); with -r also
+ * with the memory type given to UCP, once left to UCP's detection, i.e. gdx_copy's memory domain); with -r also
  * ucp_put_nbx and ucp_get_nbx (not by default: UCP 1.13's basic RMA protocol memcpy's from the source, which
  * faults on CUDA memory). Host memory is what the CPU tests send through the staging engine with the direct path
  * denied by GDX_FAULT_P2P_EVERY (tests/uct/test_ucp_xfer.sh). Every transfer is compared byte for byte (for CUDA

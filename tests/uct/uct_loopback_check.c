@@ -195,8 +195,14 @@ int main(int argc, char **argv)
           "access types 0x%llx are not the host bit of the registration types 0x%llx",
           (unsigned long long)md_attr.cap.access_mem_types, (unsigned long long)md_attr.cap.reg_mem_types);
     CHECK(md_attr.rkey_packed_size > 8, "rkey_packed_size %zu", md_attr.rkey_packed_size);
-    if (md_attr.cap.detect_mem_types == 0) {
-        CHECK(!(md_attr.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)), "CUDA registrable without detection");
+    /* Memory types are gdx_copy's to detect (GDX_UCT_DETECT=copy, as cuda_copy's upstream): a transport's MD does
+     * only when asked, and never without CUDA registration. */
+    const char *detect = getenv("GDX_UCT_DETECT");
+    if ((detect == NULL) || (strcmp(detect, "all") != 0)) {
+        CHECK(md_attr.cap.detect_mem_types == 0, "%s detects memory types 0x%llx without GDX_UCT_DETECT=all", tl,
+              (unsigned long long)md_attr.cap.detect_mem_types);
+    } else if (md_attr.cap.detect_mem_types != 0) {
+        CHECK(md_attr.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA), "detects CUDA but does not register it");
     }
 
     const size_t len = 1u << 20;
