@@ -17,9 +17,11 @@
 #                   base-<name>, and `check` lines compare this module with it in the same run
 #     --rounds      alternating rounds (default 10; --reps is the old name)
 #     --sizes       tag_bw message sizes (default 65536 1048576 16777216); tag_lat runs at 8 bytes
-#     --configs     default: ucx-posix=posix ucx-sysv=sysv gdx-shm=gdx_shm,gdx_aux:aux, and where this UCX has
-#                   cuda_copy also ucx-posix-cuda=posix,cuda_copy and gdx-shm-nocuda=gdx_shm,gdx_aux:aux+GDX_CUDA=no
-#                   (the latency bar's like-for-like pairs, printed as `also` lines; names starting with gdx-
+#     --configs     default: ucx-posix=posix ucx-sysv=sysv gdx-shm=gdx_shm,gdx_aux:aux (host-only, as posix:
+#                   gdx_copy detects memory types, GDX_UCT_DETECT), and where this UCX has cuda_copy also
+#                   ucx-posix-cuda=posix,cuda_copy and gdx-shm-copy=gdx_shm,gdx_copy,gdx_aux:aux (both CUDA-aware,
+#                   printed as an `also` line) and gdx-shm-detect=gdx_shm,gdx_aux:aux+GDX_UCT_DETECT=all (gdx_shm
+#                   detecting itself, as before GDX_UCT_DETECT; a diagnosis row); names starting with gdx-
 #                   load the module; the others run UCX alone, as a user without gdx would); a configuration may
 #                   add environment of its own after its UCX_TLS: name=TLS+VAR=V+VAR=V (e.g.
 #                   gdx-shm-fence=gdx_shm,gdx_aux:aux+GDX_SHM_MEMBARRIER=no), and a module of its own instead of
@@ -77,10 +79,12 @@ ucx_version=$(env "${ucx_env[@]}" "$ucx_info" -v 2>/dev/null |
 [ -n "$ucx_version" ] || die "cannot read the UCX version from $ucx_info -v"
 if [ -z "$configs" ]; then
   configs="ucx-posix=posix ucx-sysv=sysv gdx-shm=gdx_shm,gdx_aux:aux"
-  # In a process where a memory domain detects CUDA memory, UCP looks every send's and receive's buffer up in its
-  # memory-type cache; UCX's posix alone never does. The two like-for-like pairs of the latency bar:
+  # In a process where a selected memory domain detects CUDA memory, UCP looks every send's and receive's buffer up
+  # in its memory-type cache; UCX's posix alone never does, nor gdx_shm alone. The CUDA-aware pair, and gdx_shm
+  # detecting by itself:
   if env "${ucx_env[@]}" "$ucx_info" -d 2>/dev/null | grep -q "Transport: cuda_copy"; then
-    configs+=" ucx-posix-cuda=posix,cuda_copy gdx-shm-nocuda=gdx_shm,gdx_aux:aux+GDX_CUDA=no"
+    configs+=" ucx-posix-cuda=posix,cuda_copy gdx-shm-copy=gdx_shm,gdx_copy,gdx_aux:aux"
+    configs+=" gdx-shm-detect=gdx_shm,gdx_aux:aux+GDX_UCT_DETECT=all"
   fi
 fi
 if [ -z "$module" ]; then
@@ -229,14 +233,10 @@ if [ -n "${res[gdx-shm,tag_lat,8]:-}" ] && [ -n "${res[ucx-posix,tag_lat,8]:-}" 
     echo "bar UCP tag_bw $(human "$s") over gdx_shm >= UCX posix (GB/s; ratio = gdx/posix): gdx $g vs posix $p = $(ratio "$g" "$p")x"
   done
 fi
-# Like for like (not the bar's words): both processes CUDA-aware, or neither.
-if [ -n "${res[gdx-shm,tag_lat,8]:-}" ] && [ -n "${res[ucx-posix-cuda,tag_lat,8]:-}" ]; then
-  g=$(med gdx-shm tag_lat 8) p=$(med ucx-posix-cuda tag_lat 8)
-  echo "also UCP tag_lat 8 B, both CUDA-aware: gdx_shm vs UCX posix,cuda_copy (us; ratio = posix/gdx): gdx $g vs posix $p = $(ratio "$p" "$g")x"
-fi
-if [ -n "${res[gdx-shm-nocuda,tag_lat,8]:-}" ] && [ -n "${res[ucx-posix,tag_lat,8]:-}" ]; then
-  g=$(med gdx-shm-nocuda tag_lat 8) p=$(med ucx-posix tag_lat 8)
-  echo "also UCP tag_lat 8 B, neither CUDA-aware: gdx_shm with GDX_CUDA=no vs UCX posix (us; ratio = posix/gdx): gdx $g vs posix $p = $(ratio "$p" "$g")x"
+# Both processes CUDA-aware (not the bar's words): each with its copy transport, which detects memory types.
+if [ -n "${res[gdx-shm-copy,tag_lat,8]:-}" ] && [ -n "${res[ucx-posix-cuda,tag_lat,8]:-}" ]; then
+  g=$(med gdx-shm-copy tag_lat 8) p=$(med ucx-posix-cuda tag_lat 8)
+  echo "also UCP tag_lat 8 B, both CUDA-aware: gdx_shm,gdx_copy vs UCX posix,cuda_copy (us; ratio = posix/gdx): gdx $g vs posix $p = $(ratio "$p" "$g")x"
 fi
 if [ -n "$base_module" ]; then
   for c in "${cfgs[@]}"; do
