@@ -1,4 +1,4 @@
-// The UCX module's progress, and its lock-free idle look.
+// The UCX module's progress, and its lock-free idle look and delivery.
 //
 // UCP spins on every interface's progress while it waits, and a message that lands mid-call waits for the call to
 // end: each instruction of an idle call is latency. A full call takes UCP's worker-async lock (the async thread
@@ -8,53 +8,106 @@
 // module call touches the interface (touched(): it may have given it work), or every kFullEvery-th call, which
 // looks at what no word shows (control sockets, clocks, broken endpoints).
 //
-// Why it is safe without the lock: the probe and its readiness are written only by a full progress, under the lock,
-// and progress calls never overlap (UCP serializes them); the memory behind the words outlives any endpoint
-// destroyed meanwhile until the next full progress (ShmIface::retire). A touch that races with the probe's filling
-// is seen at the latest by the next kFullEvery-th call: a delay, never lost work.
+// Why the look is safe without the lock: the probe and its readiness are written only by a full progress, under
+// the lock, and progress calls never overlap (UCP serializes them); the memory behind the words outlives any
+// endpoint destroyed meanwhile until the next full progress (ShmIface::retire). A touch that races with the probe's
+// filling is seen at the latest by the next kFullEvery-th call: a delay, never lost work.
 //
-// When a word changes, the call that follows (under the lock) first lets the transport deliver what that word
-// announces (IdleProbe::deliver: shm hands UCP the messages in that endpoint's ring) and re-point the word;
-// a full progress runs only when that is not all there is. This leaves the probe valid across a ping-pong: the
-// call that delivers a message walks no layer, endpoint or queue that has nothing to do, and the idle calls after
-// it stay lock-free (before, each message cost a full delivering call and a full idle call that refilled the
-// probe).
+// When a word changes, the transport first delivers what that word announces (IdleProbe::deliver: shm hands UCP
+// the messages in that endpoint's ring) and re-points the word; a full progress runs only when that is not all
+// there is. This leaves the probe valid across a ping-pong: the call that delivers a message walks no layer,
+// endpoint or queue that has nothing to do, and the idle calls after it stay lock-free.
+//
+// That delivery runs without the lock too (GDX_UCT_LOCKFREE, where membarrier(2) is available), as UCX's mm
+// transports deliver. It reads the endpoint the word names, which only an endpoint's destruction (or the
+// interface's) may take away, on any thread, under the lock; so the two meet in an asymmetric Dekker handshake:
+//   delivery:   delivering = this thread;  (compiler barrier)  if probe_ready: deliver;  delivering = null
+//   quiesce():  probe_ready = false;  membarrier(PRIVATE_EXPEDITED);  wait while delivering (another thread's)
+// The barrier makes every running thread of the process execute a full fence, so either the delivery's store is
+// visible to quiesce()'s load, or its load of probe_ready comes after the barrier and sees false. The delivery so
+// pays two plain stores where the lock cost a locked instruction and its bookkeeping (~25 instructions), and the
+// destroyer microseconds once. A destruction from a handler of the delivery itself (on the delivering thread: UCP's
+// wire-up or disconnect handlers) waits for nothing, as the recursive lock let it before.
+#include "core/log.h"
+#include "core/membarrier.h"
 #include "uct/bridge_engine.h"
 #include "uct/bridge_internal.h"
+
+#include <cstring>
 
 namespace {
 // Every this-many-th idle call progresses in full (a power of two).
 constexpr unsigned kFullEvery = 32;
+
+// This thread's identity, without a TLS lookup: the thread pointer (%fs base on x86-64) is unique per thread.
+inline void *this_thread() { return __builtin_thread_pointer(); }
+
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+// Delivers what word `hit` announces; false when the caller must progress in full instead.
+inline bool deliver_probed(gdx_uct_iface *iface, int hit, unsigned *count) {
+    bool valid = false;
+    const unsigned n = iface->probe.deliver(static_cast<unsigned>(hit), iface->probed_am_ids, &valid);
+    if (!valid) iface->probe_ready.store(false, std::memory_order_relaxed);
+    *count = n;
+    return valid || n != 0; // else nothing it could deliver (a grant, another record)
+}
 } // namespace
 
-extern "C" int gdx_uct_iface_idle(gdx_uct_iface_t *iface) {
+void gdx_uct_iface::quiesce() {
+    touched();
+    if (!lockfree) return;
+    void *d = delivering.load(std::memory_order_acquire);
+    if (d == this_thread()) return; // called from a handler of that delivery
+    if (int e = gdx::sys::membarrier_issue(gdx::sys::Barrier::Private); e != 0) {
+        // Registered, then refused (a seccomp filter added since): without the barrier a delivery's store may still
+        // sit in its CPU's store buffer. Later deliveries take the lock; the one that may be under way is waited
+        // for with a fence here and the spin below, which sees its store once the buffer drains (microseconds).
+        lockfree = false;
+        GDX_LOG_ONCE(gdx::log::Level::Warn, gdx::uct::kComp, "uct-lockfree-barrier",
+                     "membarrier(PRIVATE_EXPEDITED) failed (%s): probed deliveries take the async lock from now on",
+                     std::strerror(e));
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+    while (delivering.load(std::memory_order_acquire) != nullptr) spin_pause();
+}
+
+extern "C" int gdx_uct_iface_progress_unlocked(gdx_uct_iface_t *iface, unsigned *count) {
+    *count = 0;
     if (!iface->probe_ready.load(std::memory_order_relaxed)) return 0;
     if ((++iface->probe_calls & (kFullEvery - 1)) == 0) return 0;
     if (iface->ue != nullptr && iface->ue->has_hand_over()) return 0;
-    iface->probe_hit = iface->probe.changed();
-    return iface->probe_hit < 0 ? 1 : 0;
+    const int hit = iface->probe.changed();
+    if (hit < 0) return 1; // nothing to do: the common idle call
+    if (!iface->lockfree) {
+        iface->probe_hit = hit; // delivered under the lock (gdx_uct_iface_progress)
+        return 0;
+    }
+    iface->delivering.store(this_thread(), std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst); // the store above before the load below; quiesce()'s
+                                                         // membarrier supplies the CPU's half
+    bool done = iface->probe_ready.load(std::memory_order_relaxed) && deliver_probed(iface, hit, count);
+    iface->delivering.store(nullptr, std::memory_order_release);
+    return done ? 1 : 0;
 }
 
 extern "C" unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface, int *failure_due) {
     const int hit = iface->probe_hit;
     iface->probe_hit = -1;
-    if (hit >= 0 && iface->probe_ready.load(std::memory_order_relaxed)) {
-        // The idle look saw word `hit` change, and no module call touched the interface since (an endpoint's
-        // destruction among them: it takes this lock, so the probe's endpoints all live). What that word announces
-        // is most often just UCP's next message: the transport hands it over without the walk of a full progress,
-        // and the probe stays valid for the next idle look (the latency path: callgrind, bench/results/).
-        bool valid = false;
-        const unsigned n = iface->probe.deliver(static_cast<unsigned>(hit), iface->probed_am_ids, &valid);
-        if (valid || n != 0) {
-            if (!valid) iface->probe_ready.store(false, std::memory_order_relaxed);
-            *failure_due = 0;
-            return n;
-        }
-        // Nothing it could deliver (a grant, another record): progress in full now.
+    unsigned n = 0;
+    // The idle look saw word `hit` change, and no module call touched the interface since (an endpoint's destruction
+    // among them: it takes this lock, so the probe's endpoints all live): deliver without the full walk.
+    if (hit >= 0 && iface->probe_ready.load(std::memory_order_relaxed) && deliver_probed(iface, hit, &n)) {
+        *failure_due = 0;
+        return n;
     }
     iface->probe_ready.store(false, std::memory_order_relaxed);
     if ((++iface->failure_tick & 127) == 0) iface->failure_due = true;
-    const unsigned n = iface->ue != nullptr ? iface->ue->progress() : iface->itf->progress();
+    n = iface->ue != nullptr ? iface->ue->progress() : iface->itf->progress();
     *failure_due = iface->failure_due ? 1 : 0; // after progress: it may have broken an endpoint
     // Nothing done, nothing due: what would wake this interface up now is in the probe's words (if the transport
     // can say so). Not after a call that did something: that call's caller is about to answer (the latency path),

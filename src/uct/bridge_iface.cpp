@@ -3,8 +3,10 @@
 // polls) becomes one probe flush per endpoint at a time.
 #include "core/error.h"
 #include "core/log.h"
+#include "core/membarrier.h"
 #include "uct/bridge_engine.h"
 #include "uct/bridge_internal.h"
+#include "uct/config_vars.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -210,6 +212,13 @@ extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_nam
     }
     iface->md = md;
     iface->glue = glue;
+    if (md->cfg.boolean(UctVar::UCT_LOCKFREE)) {
+        std::string why;
+        iface->lockfree = sys::membarrier_register(sys::Barrier::Private, &why) == GDX_OK;
+        if (!iface->lockfree)
+            GDX_LOG_ONCE(log::Level::Debug, kComp, "uct-lockfree", "probed deliveries take the async lock: %s",
+                         why.c_str());
+    }
     const tp::Capabilities &caps = iface->itf->caps();
     iface->in_place = (caps.flags & tp::kCapAmInPlace) != 0;
     if (!iface->in_place) {
@@ -238,6 +247,7 @@ extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_nam
 
 extern "C" void gdx_uct_iface_close(gdx_uct_iface_t *iface) {
     if (iface == nullptr) return;
+    iface->quiesce();
     if (iface->eps != nullptr)
         GDX_ERROR(kComp, "gdx_%s interface closed with endpoints still open: destroying them",
                   gdx_uct_tl_name(iface->md->tl));
@@ -369,7 +379,7 @@ extern "C" gdx_status_t gdx_uct_ep_create(gdx_uct_iface_t *iface, void *glue_ep,
 extern "C" void gdx_uct_ep_destroy(gdx_uct_ep_t *ep) {
     if (ep == nullptr) return;
     gdx_uct_iface *iface = ep->iface;
-    iface->touched();
+    iface->quiesce(); // an idle probe may name this endpoint, and a delivery without the lock may be using it
     if (ep->probe != nullptr) ep->probe->probe_of = nullptr; // a late completion must not touch this ep
     // The engine lets go of the gdx endpoints, or keeps one it still uses (then the gdx queue that holds our
     // pending nodes lives on, and so must they). Destroying a gdx endpoint drops its pending queue; our nodes are

@@ -192,6 +192,12 @@ struct gdx_uct_iface {
     int probe_hit = -1;
     uint32_t probed_am_ids = 0;  // UCP's active messages (not the engine's): those a probed delivery may hand over
     void touched() { probe_ready.store(false, std::memory_order_relaxed); }
+    // A probed delivery without the async lock (bridge_idle.cpp): on where GDX_UCT_LOCKFREE and this process's
+    // membarrier(PRIVATE_EXPEDITED) registration allow. `delivering` names the thread (its TLS pointer) while one is
+    // under way; quiesce() makes the probe unusable and waits for it, before anything it may use goes away.
+    bool lockfree = false;
+    std::atomic<void *> delivering{nullptr};
+    void quiesce();
     GdxUctComp *free_comps = nullptr;
     std::vector<std::unique_ptr<GdxUctComp[]>> comp_chunks;
 

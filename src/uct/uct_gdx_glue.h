@@ -20,7 +20,8 @@
  * where wire-up messages that arrive on a CB_ASYNC transport (gdx_aux, ud_verbs) are handled, creating and
  * connecting endpoints. gdx's transports are single-threaded per interface, so, as UCX's own transports do
  * (ud's uct_ud_enter), the glue holds the worker's async lock (recursive) where connection state changes and
- * around progress; the data path (sends, puts) runs without it, from the application's thread only. */
+ * around progress; the data path (sends, puts) runs without it, from the application's thread only, and so do the
+ * idle look and the probed delivery that precede a progress (bridge_idle.cpp says how a destruction waits for it). */
 #define UCT_GDX_ASYNC_BLOCK(_base_iface)   UCS_ASYNC_BLOCK((_base_iface)->worker->async)
 #define UCT_GDX_ASYNC_UNBLOCK(_base_iface) UCS_ASYNC_UNBLOCK((_base_iface)->worker->async)
 

@@ -452,8 +452,8 @@ static unsigned uct_gdx_iface_progress(uct_iface_h tl_iface)
     int failure_due;
     unsigned count;
 
-    if (gdx_uct_iface_idle(iface->bridge)) {
-        return 0; /* nothing to do, seen without the lock: the common idle call (bridge_idle.cpp) */
+    if (gdx_uct_iface_progress_unlocked(iface->bridge, &count)) {
+        return count; /* idle, or the messages a probe word announced: without the lock (bridge_idle.cpp) */
     }
     UCT_GDX_ASYNC_BLOCK(&iface->super);
     count = gdx_uct_iface_progress(iface->bridge, &failure_due);

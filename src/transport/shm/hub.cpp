@@ -1,6 +1,7 @@
 #include "transport/shm/hub.h"
 
 #include "core/error.h"
+#include "core/membarrier.h"
 #include "transport/config_vars.h"
 #include "transport/rkey_table.h"
 #include "transport/shm/config_vars.h"
@@ -10,11 +11,8 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
-#include <linux/membarrier.h>
-#include <mutex>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace gdx::tp::shm {
@@ -54,42 +52,6 @@ int64_t clock_ns(clockid_t id) {
 }
 } // namespace
 
-namespace {
-int sys_membarrier(int cmd) { return static_cast<int>(syscall(__NR_membarrier, cmd, 0u, 0)); }
-
-// Registers this process for MEMBARRIER_CMD_GLOBAL_EXPEDITED (the barrier a sleeping receiver sends its senders;
-// Hub::arm). Once per process: a fork()ed child is not registered (the kernel clears it with the new mm), so the
-// pid is part of the answer. GDX_OK, or the status with *why saying what refused it.
-gdx_status_t register_membarrier(std::string *why) {
-    static std::mutex m;
-    static pid_t done_pid = 0;
-    static gdx_status_t done_st = GDX_OK;
-    static std::string done_why;
-    std::lock_guard<std::mutex> g(m);
-    if (done_pid == getpid()) {
-        *why = done_why;
-        return done_st;
-    }
-    done_pid = getpid();
-    done_st = GDX_OK;
-    done_why.clear();
-    int cmds = sys_membarrier(MEMBARRIER_CMD_QUERY);
-    const int need = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
-    if (cmds < 0) {
-        done_why = std::string("membarrier(QUERY) failed: ") + std::strerror(errno) + " (no CONFIG_MEMBARRIER, or a "
-                   "seccomp filter)";
-        done_st = GDX_ERR_UNSUPPORTED;
-    } else if ((cmds & need) != need) {
-        done_why = "the kernel offers no MEMBARRIER_CMD_GLOBAL_EXPEDITED (Linux >= 4.16)";
-        done_st = GDX_ERR_UNSUPPORTED;
-    } else if (sys_membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0) {
-        done_why = std::string("membarrier(REGISTER_GLOBAL_EXPEDITED) failed: ") + std::strerror(errno);
-        done_st = GDX_ERR_UNSUPPORTED;
-    }
-    *why = done_why;
-    return done_st;
-}
-} // namespace
 
 HubConfig HubConfig::from(const Config &cfg, const char *transport, wire::TransportId tid) {
     HubConfig hc;
@@ -124,7 +86,7 @@ gdx_status_t Hub::create(const HubConfig &cfg, std::unique_ptr<Hub> *out) {
     h->watch(h->event_fd_);
     if (cfg.membarrier != Ternary::No) {
         std::string why;
-        h->membarrier_ = register_membarrier(&why) == GDX_OK;
+        h->membarrier_ = sys::membarrier_register(sys::Barrier::Global, &why) == GDX_OK;
         if (!h->membarrier_ && cfg.membarrier == Ternary::Yes)
             return GDX_FAIL(GDX_ERR_UNSUPPORTED, cfg.transport, "GDX_SHM_MEMBARRIER=yes: %s", why.c_str());
         if (!h->membarrier_)
@@ -296,8 +258,8 @@ gdx_status_t Hub::arm() {
     // us registered, Channel::fence_free_) gets it from membarrier(): every registered thread running now executes
     // a full barrier before the call returns, so either its seq store is visible to our loads below, or its load
     // of `sleeping` comes after the barrier and sees 1.
-    if (membarrier_ && (cfg_.fault_membarrier || sys_membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0)) {
-        int e = cfg_.fault_membarrier ? EPERM : errno; // the fault stands for a seccomp filter added after start
+    if (int e = !membarrier_ ? 0 : cfg_.fault_membarrier ? EPERM : sys::membarrier_issue(sys::Barrier::Global);
+        e != 0) { // the fault stands for a seccomp filter added after start
         disarm();
         if (!barrier_failed_logged_) {
             barrier_failed_logged_ = true;
