@@ -76,13 +76,10 @@ void gdx_uct_iface::quiesce() {
     while (delivering.load(std::memory_order_acquire) != nullptr) spin_pause();
 }
 
-extern "C" int gdx_uct_iface_progress_unlocked(gdx_uct_iface_t *iface, unsigned *count) {
+// What word `hit` announces, for gdx_uct_iface_progress_unlocked. Out of line: the idle call before it then
+// sets up no stack frame.
+[[gnu::noinline]] static int deliver_unlocked(gdx_uct_iface *iface, int hit, unsigned *count) {
     *count = 0;
-    if (!iface->probe_ready.load(std::memory_order_relaxed)) return 0;
-    if ((++iface->probe_calls & (kFullEvery - 1)) == 0) return 0;
-    if (iface->ue != nullptr && iface->ue->has_hand_over()) return 0;
-    const int hit = iface->probe.changed();
-    if (hit < 0) return 1; // nothing to do: the common idle call
     if (!iface->lockfree) {
         iface->probe_hit = hit; // delivered under the lock (gdx_uct_iface_progress)
         return 0;
@@ -93,6 +90,16 @@ extern "C" int gdx_uct_iface_progress_unlocked(gdx_uct_iface_t *iface, unsigned 
     bool done = iface->probe_ready.load(std::memory_order_relaxed) && deliver_probed(iface, hit, count);
     iface->delivering.store(nullptr, std::memory_order_release);
     return done ? 1 : 0;
+}
+
+extern "C" int gdx_uct_iface_progress_unlocked(gdx_uct_iface_t *iface, unsigned *count) {
+    if (!iface->probe_ready.load(std::memory_order_relaxed)) return 0;
+    if ((++iface->probe_calls & (kFullEvery - 1)) == 0) return 0;
+    if (iface->ue != nullptr && iface->ue->has_hand_over()) return 0;
+    const int hit = iface->probe.changed();
+    if (hit >= 0) [[unlikely]] return deliver_unlocked(iface, hit, count);
+    *count = 0; // nothing to do: the common idle call
+    return 1;
 }
 
 extern "C" unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface, int *failure_due) {

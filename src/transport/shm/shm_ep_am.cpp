@@ -31,6 +31,30 @@ gdx_status_t ShmEp::am_zcopy(uint8_t id, const void *header, size_t header_len, 
     return ch_.push(kRecAm, id, 0, header, header_len, payload, len) ? GDX_OK : GDX_ERR_NO_RESOURCE;
 }
 
+namespace {
+// Up to 16 bytes with two overlapping loads and stores of the widest size that fits: UCP's small messages (a tag
+// and a few bytes) without a call into the C library's memcpy.
+inline void copy_small(uint8_t *d, const uint8_t *s, size_t n) {
+    if (n >= 8) {
+        uint64_t a, b;
+        std::memcpy(&a, s, 8);
+        std::memcpy(&b, s + n - 8, 8);
+        std::memcpy(d, &a, 8);
+        std::memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        std::memcpy(&a, s, 4);
+        std::memcpy(&b, s + n - 4, 4);
+        std::memcpy(d, &a, 4);
+        std::memcpy(d + n - 4, &b, 4);
+    } else if (n != 0) {
+        d[0] = s[0];
+        d[n / 2] = s[n / 2];
+        d[n - 1] = s[n - 1];
+    }
+}
+} // namespace
+
 template <typename Fill> gdx_status_t ShmEp::am_in_ring(uint8_t id, size_t total, Fill fill) {
     if (gdx_status_t st = am_ready(); st != GDX_OK) return st;
     uint8_t *p = ch_.begin_record(total);
@@ -67,7 +91,8 @@ gdx_status_t ShmEp::am_short_hdr(uint8_t id, uint64_t header, const void *payloa
         return st;
     return am_in_ring(id, total, [&](uint8_t *p) {
         std::memcpy(p, &header, sizeof(header));
-        if (len != 0) std::memcpy(p + sizeof(header), payload, len);
+        if (len <= 16) copy_small(p + sizeof(header), static_cast<const uint8_t *>(payload), len);
+        else std::memcpy(p + sizeof(header), payload, len);
     });
 }
 
