@@ -82,9 +82,7 @@ cmake -S "$root" -B "$bdir" "${gen[@]}" -DGDX_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=
   { tail -30 "$out/cmake.log"; die "cmake (cmake.log above)"; }
 grep "gdx: " "$out/cmake.log" | grep -E "libuct_gdx|gdx_ucx_probe|gdx:   |ucx_info" || true
 grep -q "gdx: libuct_gdx.so.0 for UCX $version" "$out/cmake.log" || die "the module is not configured (cmake.log)"
-targets=(uct_gdx uct_gdx_loader uct_gdx_fakever uct_gdx_fakecfg gdx_ucx_probe uct_loopback_check
-         uct_loopback_check_linked ucp_gpu_check ucp_fail_check uct_mpi_check uct_mpi_gpu_check)
-grep -q "tests use UCX's own, built from" "$out/cmake.log" && targets+=(gdx_ucx_info)
+targets=(uct_test_programs) # tests/uct/CMakeLists.txt: every program the uct.* tests run
 cmake --build "$bdir" -j "$jobs" --target "${targets[@]}" > "$out/build.log" 2>&1 ||
   { tail -50 "$out/build.log"; die "build (build.log above)"; }
 [ -x "$bdir/ucx-tools/ucx_info" ] && "$bdir/ucx-tools/ucx_info" -v | head -2

@@ -46,8 +46,7 @@ unpack() {  # unpack VERSION -> WORK/ucx-VERSION (the release tree)
 }
 
 # Everything the uct.* set runs, the install set included (uct.deb_install packs it).
-targets=(uct_gdx uct_gdx_loader uct_gdx_fakever uct_gdx_fakecfg gdx_ucx_probe uct_loopback_check
-         uct_loopback_check_linked ucp_gpu_check ucp_fail_check uct_mpi_check gdx gdx_info gdx_perftest)
+targets=(uct_test_programs gdx gdx_info gdx_perftest)
 
 case "$which" in
 1.22)
