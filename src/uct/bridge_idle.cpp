@@ -33,6 +33,8 @@
 #include "uct/bridge_engine.h"
 #include "uct/bridge_internal.h"
 
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 
 namespace {
@@ -60,18 +62,26 @@ inline bool deliver_probed(gdx_uct_iface *iface, int hit, unsigned *count) {
 
 void gdx_uct_iface::quiesce() {
     touched();
-    if (!lockfree) return;
+    if (!lockfree.load(std::memory_order_relaxed)) return;
     void *d = delivering.load(std::memory_order_acquire);
     if (d == this_thread()) return; // called from a handler of that delivery
-    if (int e = gdx::sys::membarrier_issue(gdx::sys::Barrier::Private); e != 0) {
-        // Registered, then refused (a seccomp filter added since): without the barrier a delivery's store may still
-        // sit in its CPU's store buffer. Later deliveries take the lock; the one that may be under way is waited
-        // for with a fence here and the spin below, which sees its store once the buffer drains (microseconds).
-        lockfree = false;
+    if (int e = fault_barrier ? EPERM : gdx::sys::membarrier_issue(gdx::sys::Barrier::Private); e != 0) {
+        // Registered, then refused (a seccomp filter added since): later deliveries take the lock. One that may be
+        // under way has stored `delivering` before it loaded probe_ready, but without the barrier that store may
+        // still sit in its CPU's store buffer, which drains within well under a microsecond: after a fence here,
+        // `delivering` must read null for kQuiet on end before the endpoint may go.
+        lockfree.store(false, std::memory_order_relaxed);
         GDX_LOG_ONCE(gdx::log::Level::Warn, gdx::uct::kComp, "uct-lockfree-barrier",
                      "membarrier(PRIVATE_EXPEDITED) failed (%s): probed deliveries take the async lock from now on",
                      std::strerror(e));
         std::atomic_thread_fence(std::memory_order_seq_cst);
+        constexpr auto kQuiet = std::chrono::microseconds(50);
+        auto quiet_since = std::chrono::steady_clock::now();
+        while (std::chrono::steady_clock::now() - quiet_since < kQuiet) {
+            if (delivering.load(std::memory_order_acquire) != nullptr) quiet_since = std::chrono::steady_clock::now();
+            spin_pause();
+        }
+        return;
     }
     while (delivering.load(std::memory_order_acquire) != nullptr) spin_pause();
 }
@@ -80,7 +90,7 @@ void gdx_uct_iface::quiesce() {
 // sets up no stack frame.
 [[gnu::noinline]] static int deliver_unlocked(gdx_uct_iface *iface, int hit, unsigned *count) {
     *count = 0;
-    if (!iface->lockfree) {
+    if (!iface->lockfree.load(std::memory_order_relaxed)) {
         iface->probe_hit = hit; // delivered under the lock (gdx_uct_iface_progress)
         return 0;
     }

@@ -212,10 +212,12 @@ extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_nam
     }
     iface->md = md;
     iface->glue = glue;
+    iface->fault_barrier = md->cfg.boolean(UctVar::FAULT_UCT_MEMBARRIER);
     if (md->cfg.boolean(UctVar::UCT_LOCKFREE)) {
         std::string why;
-        iface->lockfree = sys::membarrier_register(sys::Barrier::Private, &why) == GDX_OK;
-        if (!iface->lockfree)
+        iface->lockfree.store(sys::membarrier_register(sys::Barrier::Private, &why) == GDX_OK,
+                              std::memory_order_relaxed);
+        if (!iface->lockfree.load(std::memory_order_relaxed))
             GDX_LOG_ONCE(log::Level::Debug, kComp, "uct-lockfree", "probed deliveries take the async lock: %s",
                          why.c_str());
     }

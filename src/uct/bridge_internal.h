@@ -195,7 +195,8 @@ struct gdx_uct_iface {
     // A probed delivery without the async lock (bridge_idle.cpp): on where GDX_UCT_LOCKFREE and this process's
     // membarrier(PRIVATE_EXPEDITED) registration allow. `delivering` names the thread (its TLS pointer) while one is
     // under way; quiesce() makes the probe unusable and waits for it, before anything it may use goes away.
-    bool lockfree = false;
+    std::atomic<bool> lockfree{false}; // cleared by quiesce(), on any thread, if the barrier is refused later
+    bool fault_barrier = false;         // GDX_FAULT_UCT_MEMBARRIER (testing aid)
     std::atomic<void *> delivering{nullptr};
     void quiesce();
     GdxUctComp *free_comps = nullptr;
