@@ -14,10 +14,8 @@
  *
  *   LD_PRELOAD=libuct_gdx.so.0 uct_destroy_race_check [gdx_shm] [seconds] [timeout_s]
  * Exit 0: PASS; 1: a check failed; 2: setup failed; 3: timed out. */
-#include <uct/api/uct.h>
-#include <ucs/async/async_fwd.h>
+#include "uct_check.h"
 
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,27 +30,9 @@
 #define TAG_PING  0x5049u
 #define TAG_VICT  0x5643u
 
-static int g_failed, g_checks;
 static uct_worker_h g_worker;
 static uct_iface_h g_iface;
 static uint8_t *g_dev_addr;
-static size_t g_ep_addr_len;
-
-#define CHECK(cond, ...) do { ++g_checks; if (!(cond)) { ++g_failed; \
-    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } \
-    } while (0)
-#define SETUP(call) do { ucs_status_t s_ = (call); if (s_ != UCS_OK) { \
-    fprintf(stderr, "setup: %s failed: %s\n", #call, ucs_status_string(s_)); exit(2); } } while (0)
-
-static void on_alarm(int sig)
-{
-    static const char msg[] = "uct_destroy_race_check: timed out (alarm)\n";
-    (void)sig;
-    if (write(2, msg, sizeof(msg) - 1) < 0) {
-        _exit(3);
-    }
-    _exit(3);
-}
 
 /* A message: tag (16 bits) | sequence (48 bits) in the header word, then 24 payload bytes derived from it. */
 static void payload_of(uint64_t hdr, uint8_t *p)
@@ -94,14 +74,7 @@ typedef struct { uct_ep_h a, b; } pair_t;
 
 static void pair_create(pair_t *p)
 {
-    uct_ep_params_t params = {.field_mask = UCT_EP_PARAM_FIELD_IFACE, .iface = g_iface};
-    uint8_t a_addr[512], b_addr[512];
-    SETUP(uct_ep_create(&params, &p->a));
-    SETUP(uct_ep_create(&params, &p->b));
-    SETUP(uct_ep_get_address(p->a, (uct_ep_addr_t*)a_addr));
-    SETUP(uct_ep_get_address(p->b, (uct_ep_addr_t*)b_addr));
-    SETUP(uct_ep_connect_to_ep(p->a, (uct_device_addr_t*)g_dev_addr, (uct_ep_addr_t*)b_addr));
-    SETUP(uct_ep_connect_to_ep(p->b, (uct_device_addr_t*)g_dev_addr, (uct_ep_addr_t*)a_addr));
+    uct_check_connect_pair(g_iface, g_dev_addr, &p->a, &p->b);
 }
 
 static struct {
@@ -142,24 +115,11 @@ int main(int argc, char **argv)
     const char *tl   = (argc > 1) ? argv[1] : "gdx_shm";
     double seconds   = (argc > 2) ? atof(argv[2]) : 2.0;
     unsigned timeout = (argc > 3) ? (unsigned)atoi(argv[3]) : 120;
-    uct_component_h *comps, comp = NULL;
-    unsigned ncomps;
+    uct_component_h *comps, comp;
     ucs_async_context_t *async;
 
-    signal(SIGALRM, on_alarm);
-    alarm(timeout);
-    SETUP(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async));
-    SETUP(uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &g_worker));
-    SETUP(uct_query_components(&comps, &ncomps));
-    for (unsigned i = 0; i < ncomps; ++i) {
-        uct_component_attr_t ca = {.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME};
-        SETUP(uct_component_query(comps[i], &ca));
-        if (strcmp(ca.name, tl) == 0) comp = comps[i];
-    }
-    if (comp == NULL) {
-        fprintf(stderr, "setup: no UCT component '%s' (is libuct_gdx.so.0 in LD_PRELOAD?)\n", tl);
-        return 2;
-    }
+    uct_check_alarm("uct_destroy_race_check", timeout);
+    comp = uct_check_setup(tl, &async, &g_worker, &comps);
     uct_md_config_t *md_cfg;
     uct_md_h md;
     SETUP(uct_md_config_read(comp, NULL, NULL, &md_cfg));
@@ -182,11 +142,10 @@ int main(int argc, char **argv)
     uct_config_release(if_cfg);
     uct_iface_attr_t ia;
     SETUP(uct_iface_query(g_iface, &ia));
-    if (!(ia.cap.flags & UCT_IFACE_FLAG_AM_SHORT) || (ia.ep_addr_len > 512)) {
-        fprintf(stderr, "setup: %s has no am_short or an address over 512 bytes\n", tl);
+    if (!(ia.cap.flags & UCT_IFACE_FLAG_AM_SHORT)) {
+        fprintf(stderr, "setup: %s has no am_short\n", tl);
         return 2;
     }
-    g_ep_addr_len = ia.ep_addr_len;
     g_dev_addr    = malloc(ia.device_addr_len + 1);
     SETUP(uct_iface_get_device_address(g_iface, (uct_device_addr_t*)g_dev_addr));
     SETUP(uct_iface_set_am_handler(g_iface, AM_ID, am_handler, NULL, 0));

@@ -5,10 +5,8 @@
  *
  *   LD_PRELOAD=libuct_gdx.so.0 uct_loopback_check [gdx_tcp] [timeout_s]
  * Exit 0: PASS; 1: a check failed (each failure printed); 2: setup failed; 3: timed out. */
-#include <uct/api/uct.h>
-#include <ucs/async/async_fwd.h>
+#include "uct_check.h"
 
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +16,6 @@
 #define AM_ID 5
 #define MAX_MSG (64u << 10)
 
-static int g_failed, g_checks;
 static uct_worker_h g_worker;
 
 static struct {
@@ -29,22 +26,6 @@ static struct {
     int order_ok;
     uint8_t last[MAX_MSG + 64];
 } g_rx = {.order_ok = 1};
-
-static void on_alarm(int sig)
-{
-    static const char msg[] = "uct_loopback_check: timed out (alarm): an operation never completed\n";
-    (void)sig;
-    if (write(2, msg, sizeof(msg) - 1) < 0) {
-        _exit(3);
-    }
-    _exit(3);
-}
-
-#define CHECK(cond, ...) do { ++g_checks; if (!(cond)) { ++g_failed; \
-    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } \
-    } while (0)
-#define SETUP(call) do { ucs_status_t s_ = (call); if (s_ != UCS_OK) { \
-    fprintf(stderr, "setup: %s failed: %s\n", #call, ucs_status_string(s_)); exit(2); } } while (0)
 
 static uint64_t sum_bytes(const uint8_t *p, size_t n)
 {
@@ -159,24 +140,11 @@ int main(int argc, char **argv)
 {
     const char *tl = (argc > 1) ? argv[1] : "gdx_tcp";
     unsigned timeout = (argc > 2) ? (unsigned)atoi(argv[2]) : 120;
-    uct_component_h *comps, comp = NULL;
-    unsigned ncomps;
+    uct_component_h *comps, comp;
     ucs_async_context_t *async;
 
-    signal(SIGALRM, on_alarm);
-    alarm(timeout);
-    SETUP(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async));
-    SETUP(uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &g_worker));
-    SETUP(uct_query_components(&comps, &ncomps));
-    for (unsigned i = 0; i < ncomps; ++i) {
-        uct_component_attr_t ca = {.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME};
-        SETUP(uct_component_query(comps[i], &ca));
-        if (strcmp(ca.name, tl) == 0) comp = comps[i];
-    }
-    if (comp == NULL) {
-        fprintf(stderr, "setup: no UCT component '%s' (is libuct_gdx.so.0 in LD_PRELOAD?)\n", tl);
-        return 2;
-    }
+    uct_check_alarm("uct_loopback_check: an operation never completed", timeout);
+    comp = uct_check_setup(tl, &async, &g_worker, &comps);
 
     /* ---- memory domain ---- */
     uct_md_config_t *md_cfg;
@@ -254,18 +222,11 @@ int main(int argc, char **argv)
     SETUP(uct_iface_set_am_handler(iface, AM_ID, am_handler, NULL, 0));
     uct_iface_progress_enable(iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 
-    uct_ep_params_t ep_params = {.field_mask = UCT_EP_PARAM_FIELD_IFACE, .iface = iface};
     uct_ep_h a, b;
-    SETUP(uct_ep_create(&ep_params, &a));
-    SETUP(uct_ep_create(&ep_params, &b));
-    uint8_t *dev_addr = malloc(ia.device_addr_len + 1), *a_addr = malloc(ia.ep_addr_len),
-            *b_addr = malloc(ia.ep_addr_len);
+    uint8_t *dev_addr = malloc(ia.device_addr_len + 1);
     SETUP(uct_iface_get_device_address(iface, (uct_device_addr_t*)dev_addr));
     CHECK(uct_iface_is_reachable(iface, (uct_device_addr_t*)dev_addr, NULL), "own device address unreachable");
-    SETUP(uct_ep_get_address(a, (uct_ep_addr_t*)a_addr));
-    SETUP(uct_ep_get_address(b, (uct_ep_addr_t*)b_addr));
-    SETUP(uct_ep_connect_to_ep(a, (uct_device_addr_t*)dev_addr, (uct_ep_addr_t*)b_addr));
-    SETUP(uct_ep_connect_to_ep(b, (uct_device_addr_t*)dev_addr, (uct_ep_addr_t*)a_addr));
+    uct_check_connect_pair(iface, dev_addr, &a, &b);
 
     /* am_short: header then payload, contiguous at the receiver */
     if (ia.cap.flags & UCT_IFACE_FLAG_AM_SHORT) {
@@ -425,6 +386,7 @@ int main(int argc, char **argv)
 
     /* an endpoint connected to its own address (UCP's endpoint to its own worker): a loopback */
     {
+        uct_ep_params_t ep_params = {.field_mask = UCT_EP_PARAM_FIELD_IFACE, .iface = iface};
         uct_ep_h self_ep;
         uint8_t *self_addr = malloc(ia.ep_addr_len);
         SETUP(uct_ep_create(&ep_params, &self_ep));
@@ -507,7 +469,7 @@ int main(int argc, char **argv)
     uct_release_component_list(comps);
     uct_worker_destroy(g_worker);
     ucs_async_context_destroy(async);
-    free(src); free(dst); free(ref); free(rkey_buf); free(bad); free(dev_addr); free(a_addr); free(b_addr);
+    free(src); free(dst); free(ref); free(rkey_buf); free(bad); free(dev_addr);
     printf("uct_loopback_check %s: %s (%d checks, %d failed)\n", tl, g_failed ? "FAIL" : "PASS", g_checks, g_failed);
     return g_failed ? 1 : 0;
 }
