@@ -55,9 +55,6 @@ struct gdx_uct_md {
     // The staging engine over the anchor (GDX_UCT_ENGINE=yes and a transport that can stage): registrations, keys
     // and put/get zcopy go through it. Declared after `anchor`, so it is destroyed before the interface it uses.
     std::unique_ptr<gdx::uct::UctEngine> ue;
-
-    // What the allocation holding addr is. GDX_ERR_INVALID_PARAM for a null addr or len 0.
-    gdx_status_t classify(const void *addr, size_t len, gdx::mem::MemInfo *out);
 };
 
 namespace gdx::uct {

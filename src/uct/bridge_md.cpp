@@ -65,10 +65,6 @@ gdx_status_t gdx::uct::classify(mem::Detector &det, const void *addr, size_t len
     return det.detect_one(addr, out);
 }
 
-gdx_status_t gdx_uct_md::classify(const void *addr, size_t len, mem::MemInfo *out) {
-    return gdx::uct::classify(*detector, addr, len, out);
-}
-
 gdx_status_t gdx::uct::mem_detect(mem::Detector &det, const void *addr, size_t len, gdx_uct_mem_info_t *out) {
     if (out == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "memory query: null output");
     mem::MemInfo info;
@@ -268,7 +264,7 @@ extern "C" gdx_status_t gdx_uct_mem_reg(gdx_uct_md_t *md, void *addr, size_t len
         return GDX_OK;
     }
     mem::MemInfo info;
-    gdx_status_t st = md->classify(addr, len, &info);
+    gdx_status_t st = classify(*md->detector, addr, len, &info);
     if (st != GDX_OK) return st;
     st = md->md->mem_reg(addr, len, info, access, &memh->h);
     if (st != GDX_OK) return st;

@@ -258,8 +258,10 @@ gdx_status_t Hub::arm() {
     // us registered, Channel::fence_free_) gets it from membarrier(): every registered thread running now executes
     // a full barrier before the call returns, so either its seq store is visible to our loads below, or its load
     // of `sleeping` comes after the barrier and sees 1.
-    if (int e = !membarrier_ ? 0 : cfg_.fault_membarrier ? EPERM : sys::membarrier_issue(sys::Barrier::Global);
-        e != 0) { // the fault stands for a seccomp filter added after start
+    int e = 0;
+    if (membarrier_) // the fault stands for a seccomp filter added after start
+        e = cfg_.fault_membarrier ? EPERM : sys::membarrier_issue(sys::Barrier::Global);
+    if (e != 0) {
         disarm();
         if (!barrier_failed_logged_) {
             barrier_failed_logged_ = true;
