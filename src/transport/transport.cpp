@@ -16,6 +16,11 @@ const char *reach_name(Reach r) {
     return "?";
 }
 
+gdx_status_t Endpoint::am_short_hdr(uint8_t id, uint64_t header, const void *payload, size_t len) {
+    const AmSeg segs[2] = {{&header, sizeof(header)}, {payload, len}};
+    return am_short_iov(id, segs);
+}
+
 bool MemHandle::direct(size_t offset, size_t len) const {
     if (offset > length_ || len > length_ - offset) return false;
     size_t end = offset + len;

@@ -230,10 +230,9 @@ class Endpoint {
         (void)segs;
         return GDX_ERR_UNSUPPORTED;
     }
-    virtual gdx_status_t am_short_hdr(uint8_t id, uint64_t header, const void *payload, size_t len) {
-        const AmSeg segs[2] = {{&header, sizeof(header)}, {payload, len}};
-        return am_short_iov(id, segs);
-    }
+    // (Out of line in transport.cpp: a body in sight here lets the compiler guess it at every call and inline it
+    // behind a check, which costs the UCX glue's small-message path a stack frame and a compare.)
+    virtual gdx_status_t am_short_hdr(uint8_t id, uint64_t header, const void *payload, size_t len);
     virtual gdx_status_t am_bcopy_pack(uint8_t id, AmPackFn pack, void *arg, size_t *len) {
         (void)id;
         (void)pack;

@@ -86,30 +86,29 @@ void gdx_uct_iface::quiesce() {
     while (delivering.load(std::memory_order_acquire) != nullptr) spin_pause();
 }
 
-// What word `hit` announces, for gdx_uct_iface_progress_unlocked. Out of line: the idle call before it then
-// sets up no stack frame.
-[[gnu::noinline]] static int deliver_unlocked(gdx_uct_iface *iface, int hit, unsigned *count) {
-    *count = 0;
+// What word `hit` announces, for gdx_uct_iface_progress_unlocked (its return value). Out of line: the idle call
+// before it then sets up no stack frame.
+[[gnu::noinline, gnu::hot]] static int deliver_unlocked(gdx_uct_iface *iface, int hit) {
     if (!iface->lockfree.load(std::memory_order_relaxed)) {
         iface->probe_hit = hit; // delivered under the lock (gdx_uct_iface_progress)
-        return 0;
+        return -1;
     }
     iface->delivering.store(this_thread(), std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst); // the store above before the load below; quiesce()'s
                                                          // membarrier supplies the CPU's half
-    bool done = iface->probe_ready.load(std::memory_order_relaxed) && deliver_probed(iface, hit, count);
+    unsigned count = 0;
+    bool done = iface->probe_ready.load(std::memory_order_relaxed) && deliver_probed(iface, hit, &count);
     iface->delivering.store(nullptr, std::memory_order_release);
-    return done ? 1 : 0;
+    return done ? static_cast<int>(count) : -1;
 }
 
-extern "C" int gdx_uct_iface_progress_unlocked(gdx_uct_iface_t *iface, unsigned *count) {
-    if (!iface->probe_ready.load(std::memory_order_relaxed)) return 0;
-    if ((++iface->probe_calls & (kFullEvery - 1)) == 0) return 0;
-    if (iface->ue != nullptr && iface->ue->has_hand_over()) return 0;
+extern "C" [[gnu::hot]] int gdx_uct_iface_progress_unlocked(gdx_uct_iface_t *iface) {
+    if (!iface->probe_ready.load(std::memory_order_relaxed)) return -1;
+    if ((++iface->probe_calls & (kFullEvery - 1)) == 0) return -1;
+    if (iface->ue != nullptr && iface->ue->has_hand_over()) return -1;
     const int hit = iface->probe.changed();
-    if (hit >= 0) [[unlikely]] return deliver_unlocked(iface, hit, count);
-    *count = 0; // nothing to do: the common idle call
-    return 1;
+    if (hit >= 0) [[unlikely]] return deliver_unlocked(iface, hit);
+    return 0; // nothing to do: the common idle call
 }
 
 extern "C" unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface, int *failure_due) {

@@ -21,11 +21,11 @@ namespace {
 constexpr size_t kCompChunk = 64;
 constexpr size_t kAddrHeader = 2; // little-endian length of the gdx address inside the padded UCT address
 
-void am_trampoline(void *arg, tp::Endpoint * /*ep*/, const void *data, size_t length) {
+[[gnu::hot]] void am_trampoline(void *arg, tp::Endpoint * /*ep*/, const void *data, size_t length) {
     auto *slot = static_cast<AmSlot *>(arg);
     // UCT's handler signature takes a mutable pointer; without UCT_CB_PARAM_FLAG_DESC the handler must not
     // keep it, and UCP copies what it keeps. The bytes are the transport's receive buffer.
-    gdx_uct_glue_am(slot->iface->glue, slot->id, const_cast<void *>(data), length);
+    gdx_uct_glue_am(slot->glue, slot->id, const_cast<void *>(data), length);
 }
 
 void comp_done(tp::Completion *self) {
@@ -235,7 +235,7 @@ extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_nam
     for (unsigned id = 0; id < tp::kMaxAmId; ++id) {
         if (id == kEngineAmId && md->ue) continue; // the engine's control messages: never UCP's
         iface->probed_am_ids |= uint32_t{1} << id;  // UCP's: the idle look may deliver them (bridge_idle.cpp)
-        iface->slots[id] = AmSlot{iface.get(), static_cast<uint8_t>(id)};
+        iface->slots[id] = AmSlot{iface->glue, static_cast<uint8_t>(id)};
         gdx_status_t st = iface->itf->set_am_handler(static_cast<uint8_t>(id), am_trampoline, &iface->slots[id]);
         if (st != GDX_OK) {
             if (iface->owned == nullptr) md->anchor_lent = false;
@@ -473,11 +473,18 @@ extern "C" gdx_status_t gdx_uct_ep_am_short_iov(gdx_uct_ep_t *ep, uint8_t id, co
     return accepted(ep, ep->ep->am_short(id, iface->scratch.get(), total));
 }
 
-extern "C" gdx_status_t gdx_uct_ep_am_short(gdx_uct_ep_t *ep, uint8_t id, uint64_t header, const void *payload,
-                                           size_t length) {
-    if (ep->iface->in_place) return accepted_am(ep, ep->ep->am_short_hdr(id, header, payload, length));
+// am_short where the transport does not write in place: the two pieces through am_short_iov's gathering. Out of
+// line, so that the in-place path (every small UCP message over shm) sets up no frame for it.
+[[gnu::noinline]] static gdx_status_t am_short_gathered(gdx_uct_ep_t *ep, uint8_t id, uint64_t header,
+                                                        const void *payload, size_t length) {
     const gdx_uct_seg_t segs[2] = {{&header, sizeof(header)}, {payload, length}};
     return gdx_uct_ep_am_short_iov(ep, id, segs, 2);
+}
+
+extern "C" [[gnu::hot]] gdx_status_t gdx_uct_ep_am_short(gdx_uct_ep_t *ep, uint8_t id, uint64_t header,
+                                                         const void *payload, size_t length) {
+    if (ep->iface->in_place) [[likely]] return accepted_am(ep, ep->ep->am_short_hdr(id, header, payload, length));
+    return am_short_gathered(ep, id, header, payload, length);
 }
 
 extern "C" gdx_status_t gdx_uct_ep_am_bcopy_pack(gdx_uct_ep_t *ep, uint8_t id, gdx_uct_pack_cb_t pack, void *arg,

@@ -117,8 +117,10 @@ struct GdxUctPending {
     GdxUctPending *prev = nullptr, *next = nullptr; // ep's list of live nodes
 };
 
+// What am_trampoline needs to hand a message to UCT: the glue's interface itself, not the bridge's that points at
+// it (one dependent load less between a message's arrival and UCP's handler).
 struct AmSlot {
-    gdx_uct_iface *iface = nullptr;
+    void *glue = nullptr;
     uint8_t id = 0;
 };
 

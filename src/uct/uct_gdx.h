@@ -131,10 +131,11 @@ void gdx_uct_iface_close(gdx_uct_iface_t *iface);
 void gdx_uct_iface_attr(gdx_uct_iface_t *iface, gdx_uct_iface_attr_t *attr);
 unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface, int *failure_due); /* *failure_due: look for broken
                                                                                * endpoints now (take_failure) */
-/* Called WITHOUT the async lock, before taking it: 1 when it did what progress had to do, *count messages handed
+/* Called WITHOUT the async lock, before taking it: when it did what progress had to do, how many messages it handed
  * to UCP (0: nothing to do, seen in shared-memory words; else what a changed word announced, delivered without the
- * lock where GDX_UCT_LOCKFREE allows); 0 when gdx_uct_iface_progress must run, under the lock (bridge_idle.cpp). */
-int gdx_uct_iface_progress_unlocked(gdx_uct_iface_t *iface, unsigned *count);
+ * lock where GDX_UCT_LOCKFREE allows); -1 when gdx_uct_iface_progress must run, under the lock (bridge_idle.cpp).
+ * The count is the return value, not an out-parameter: this is every idle call of UCP's progress loop. */
+int gdx_uct_iface_progress_unlocked(gdx_uct_iface_t *iface);
 int gdx_uct_iface_wakeup_fd(gdx_uct_iface_t *iface);         /* -1 when the transport has none */
 /* GDX_OK or GDX_ERR_BUSY (also while a broken endpoint waits to be reported: progress must run first). */
 gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface);

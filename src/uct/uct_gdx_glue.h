@@ -25,6 +25,11 @@
 #define UCT_GDX_ASYNC_BLOCK(_base_iface)   UCS_ASYNC_BLOCK((_base_iface)->worker->async)
 #define UCT_GDX_ASYNC_UNBLOCK(_base_iface) UCS_ASYNC_UNBLOCK((_base_iface)->worker->async)
 
+/* The functions every small UCP message runs through (sends, the idle look, the probed delivery), here and in the
+ * bridge and shm (gnu::hot there): the compiler puts them in .text.hot, which the linker gathers in one place, so
+ * that path's code shares a few cache lines and one page instead of lying scattered over the module. */
+#define UCT_GDX_HOT __attribute__((hot))
+
 /* One UCT component per gdx transport ("gdx_tcp"): its MD and its single transport carry the same name, and
  * the component's rkey_unpack knows which transport's key it is handed. */
 typedef struct uct_gdx_component {

@@ -161,8 +161,8 @@ static ucs_status_t uct_gdx_ep_check(uct_ep_h tl_ep, unsigned flags, uct_complet
 
 /* Header and payload go to the bridge as they are, and a transport that writes in place (shm) copies them straight
  * into the peer's ring: no staging buffer, as UCX's own transports (the receiver sees them contiguous). */
-static ucs_status_t uct_gdx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header, const void *payload,
-                                        unsigned length)
+static UCT_GDX_HOT ucs_status_t uct_gdx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header, const void *payload,
+                                                    unsigned length)
 {
     uct_gdx_iface_t *iface = UCT_GDX_EP_IFACE(tl_ep);
 
@@ -343,7 +343,7 @@ static void uct_gdx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_
 
 /* ---- callbacks from the bridge --------------------------------------------------------------------- */
 
-void gdx_uct_glue_am(void *glue_iface, uint8_t id, void *data, size_t len)
+UCT_GDX_HOT void gdx_uct_glue_am(void *glue_iface, uint8_t id, void *data, size_t len)
 {
     uct_gdx_iface_t *iface = glue_iface;
 
@@ -446,15 +446,12 @@ static int uct_gdx_iface_is_reachable(const uct_iface_h tl_iface, const uct_devi
 }
 UCT_GDX_DEFINE_IS_REACHABLE_V2(uct_gdx_iface_is_reachable_v2, uct_gdx_iface_is_reachable)
 
-static unsigned uct_gdx_iface_progress(uct_iface_h tl_iface)
+/* The full progress, under the async lock. Out of line: the idle call before it then needs no stack frame. */
+static UCS_F_NOINLINE unsigned uct_gdx_iface_progress_locked(uct_gdx_iface_t *iface)
 {
-    uct_gdx_iface_t *iface = ucs_derived_of(tl_iface, uct_gdx_iface_t);
     int failure_due;
     unsigned count;
 
-    if (gdx_uct_iface_progress_unlocked(iface->bridge, &count)) {
-        return count; /* idle, or the messages a probe word announced: without the lock (bridge_idle.cpp) */
-    }
     UCT_GDX_ASYNC_BLOCK(&iface->super);
     count = gdx_uct_iface_progress(iface->bridge, &failure_due);
     if (failure_due) {
@@ -462,6 +459,17 @@ static unsigned uct_gdx_iface_progress(uct_iface_h tl_iface)
     }
     UCT_GDX_ASYNC_UNBLOCK(&iface->super);
     return count;
+}
+
+static UCT_GDX_HOT unsigned uct_gdx_iface_progress(uct_iface_h tl_iface)
+{
+    uct_gdx_iface_t *iface = ucs_derived_of(tl_iface, uct_gdx_iface_t);
+    int count              = gdx_uct_iface_progress_unlocked(iface->bridge);
+
+    if (ucs_likely(count >= 0)) {
+        return (unsigned)count; /* idle, or what a probe word announced: without the lock (bridge_idle.cpp) */
+    }
+    return uct_gdx_iface_progress_locked(iface);
 }
 
 static ucs_status_t uct_gdx_iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t *comp)

@@ -108,6 +108,16 @@ class Channel {
         tx_.commit_publish(len);
         signal_peer();
     }
+    // begin_record/end_record for a record of one cell (header + body <= kRecAlign bytes: a small active message),
+    // where RingWriter::begin_cell finds it a place; nullptr: take begin_record().
+    [[gnu::always_inline]] uint8_t *begin_cell_record() { return state_ == State::Up ? tx_.begin_cell() : nullptr; }
+    [[gnu::always_inline]] void end_cell_record(uint8_t *rec, uint8_t type, uint8_t id, uint16_t flags,
+                                                size_t body_len) {
+        RecHdr h{static_cast<uint32_t>(sizeof(RecHdr) + body_len), type, id, flags, 0};
+        std::memcpy(rec, &h, kRecSeqOff); // seq is publish_cell()'s, written last
+        tx_.publish_cell();
+        signal_peer();
+    }
     // Wakes the peer if it sleeps on its wakeup fd (push() does this; for writers of the extra area).
     void signal_peer() {
         // Dekker with Hub::arm(): our seq store (RingWriter::publish), then a fence, then the load of the peer's

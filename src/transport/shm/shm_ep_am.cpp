@@ -83,8 +83,24 @@ gdx_status_t ShmEp::am_short_iov(uint8_t id, std::span<const AmSeg> segs) {
 
 // UCT's am_short, the path of every small UCP message: the header word and the payload go straight into the ring,
 // with no list of pieces to build and walk (callgrind: ~50 instructions of the ~210 this send took through
-// am_short_iov).
-gdx_status_t ShmEp::am_short_hdr(uint8_t id, uint64_t header, const void *payload, size_t len) {
+// am_short_iov). A payload of up to 16 bytes (UCP's tag and a few bytes) that may go now takes the first branch,
+// which calls nothing out of line on its way (waking a sleeping peer aside), so it needs no stack frame: every
+// refusal, and every longer payload, goes through am_short_general's full checks.
+[[gnu::hot]] gdx_status_t ShmEp::am_short_hdr(uint8_t id, uint64_t header, const void *payload, size_t len) {
+    static_assert(sizeof(RecHdr) + sizeof(header) + 16 <= kRecAlign, "a payload of up to 16 bytes fills one cell");
+    if (len <= 16 && id < kMaxAmId && (payload != nullptr || len == 0) &&
+        sizeof(header) + len <= iface_->caps().max_am_short && fence_.open(fence_waits_on())) [[likely]] {
+        if (uint8_t *rec = ch_.begin_cell_record(); rec != nullptr) [[likely]] {
+            std::memcpy(rec + sizeof(RecHdr), &header, sizeof(header));
+            copy_small(rec + sizeof(RecHdr) + sizeof(header), static_cast<const uint8_t *>(payload), len);
+            ch_.end_cell_record(rec, kRecAm, id, 0, sizeof(header) + len);
+            return GDX_OK;
+        }
+    }
+    return am_short_general(id, header, payload, len);
+}
+
+gdx_status_t ShmEp::am_short_general(uint8_t id, uint64_t header, const void *payload, size_t len) {
     const size_t total = sizeof(header) + len;
     if (gdx_status_t st = check_am_short(*iface_, id, payload != nullptr || len == 0 ? &header : nullptr, total);
         st != GDX_OK)
@@ -141,10 +157,13 @@ struct ShmEp::ProbedDelivery {
     }
 };
 
-unsigned ShmEp::deliver_probed(void *ctx, IdleProbe::Word *w, uint32_t am_ids, bool *valid) {
+[[gnu::hot]] unsigned ShmEp::deliver_probed(void *ctx, IdleProbe::Word *w, uint32_t am_ids, bool *valid) {
     ShmEp &ep = *static_cast<ShmEp *>(ctx);
     ProbedDelivery d{ep, am_ids};
-    const unsigned n = ep.ch_.poll(d, kPollBudget);
+    // One record, not a batch: the look for a second is instructions between UCP's handler and the reply it lets
+    // UCP send, and a record already behind this one is announced by the re-pointed word at the next idle look,
+    // one call later (a burst so costs an idle look more per record than a batch would).
+    const unsigned n = ep.ch_.poll(d, 1);
     // Still covered by the probe, re-pointed at the ring's new head, when every record went and no other waits.
     // The rest of what add_probe_words() required still holds: only the handlers ran, and whatever they gave this
     // endpoint to do they did through calls that invalidate the probe themselves (IdleProbe::deliver's contract).

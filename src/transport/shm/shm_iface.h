@@ -177,6 +177,8 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     // What a fence waits for: operations issued and not completed, ring-copy puts with fragments left.
     bool fence_waits_on() const { return active_ > 0 || !sendq_.empty(); }
     bool resources_free();
+    // am_short_hdr past its common case (any payload, every check).
+    [[gnu::noinline]] gdx_status_t am_short_general(uint8_t id, uint64_t header, const void *payload, size_t len);
     // Whether an active message may go now: GDX_OK, GDX_ERR_NO_RESOURCE (connecting, or held behind a fence), or
     // the endpoint's error. Inline up to the common case: every message asks.
     gdx_status_t am_ready() {
