@@ -1,28 +1,33 @@
 // Kernel-checked access probes for host registrations (access_probe.h).
 //
-// Below 1 MiB: madvise(MADV_POPULATE_READ / MADV_POPULATE_WRITE) (Linux 5.14+), one system call over the range
-// that faults every page in as a read (or write) would: ENOMEM for a hole (unmapped, non-canonical), EFAULT on
-// older kernels and EINVAL on newer ones where the access lacks the right (PROT_NONE, read-only when writing) —
-// the check ibv_reg_mr's pinning makes, without touching the bytes (a process_vm_writev probe would have to write
-// them, racing the application's stores). Its cost is per page, and it faults in pages not yet present (a write
-// probe commits never-touched anonymous memory and breaks COW of private file mappings, as ibv_reg_mr does).
-// From 1 MiB, and to tell EINVAL's two meanings apart (no rights vs a VM_IO/VM_PFNMAP driver mapping it cannot
-// populate): PROCMAP_QUERY (Linux 6.11), an ioctl on /proc/self/maps that returns the VMA covering an address
-// and its rights — cost per mapping, nothing faulted in, no text parsing. Without it (older kernels) a range
-// populate cannot judge is checked for presence with mincore only (logged once at debug).
+// Where the kernel has it (Linux 6.11+): PROCMAP_QUERY, an ioctl on /proc/self/maps that returns the VMA covering
+// an address and its rights — a cost per mapping, nothing faulted in, no text parsing — on one descriptor the
+// process keeps open (maps_fd()). Opening and closing /proc/self/maps for each registration cost more than the
+// query (3.5 us against ~0.5 on the build machine), and populating page by page below 1 MiB, as this probe did
+// before, cost 9.9 us at 256 KiB: every UCP rendezvous registers its buffer on both sides (UCX 1.13 has no
+// registration cache), so that was most of a 256 KiB-1 MiB message's fixed cost (tag_bw 1 MiB over gdx_shm
+// 25 against posix 33 GB/s on an EPYC build machine, bench/results/cpu-2026-11-28/).
+// Elsewhere, and to judge a range the query cannot: madvise(MADV_POPULATE_READ / MADV_POPULATE_WRITE) (Linux
+// 5.14+), one system call over the range that faults every page in as a read (or write) would: ENOMEM for a hole
+// (unmapped, non-canonical), EFAULT on older kernels and EINVAL on newer ones where the access lacks the right
+// (PROT_NONE, read-only when writing) — the check ibv_reg_mr's pinning makes, without touching the bytes (a
+// process_vm_writev probe would have to write them, racing the application's stores). Its cost is per page, and it
+// faults in pages not yet present (a write probe commits never-touched anonymous memory and breaks COW of private
+// file mappings, as ibv_reg_mr does). Without PROCMAP_QUERY a range populate cannot judge (EINVAL: no rights, or a
+// VM_IO/VM_PFNMAP driver mapping) is checked for presence with mincore only (logged once at debug).
 //
-// Measured on the 2-core build machine, loaded by parallel builds (bench/access_probe_bench, populated
-// anonymous memory, median): 4 KiB 1.6 us, 64 KiB 2.6 us, 256 KiB 5.6 us (populate); 1 MiB to 1 GiB 7-8 us (VMA
-// query, flat in size). Populating never-touched memory below 1 MiB costs the page faults (24-79 us at 64 KiB-
-// 1 MiB). A guarded copy (guarded_copy) costs ~3 us more than memcpy per call: 3.2 vs 0.03 us at 64 B, 6.2 vs
-// 0.6 us at 64 KiB, 103 vs 23 us at 1 MiB.
+// Measured (bench/access_probe_bench, populated anonymous memory, median): see src/memtype/README.md,
+// "Registration access checks". A guarded copy (guarded_copy) costs ~1-3 us more than memcpy per call: 3.2 vs
+// 0.03 us at 64 B, 6.2 vs 0.6 us at 64 KiB, 103 vs 23 us at 1 MiB on the 2-core build machine of 2026-11-26.
 #include "memtype/access_probe.h"
 
 #include "core/error.h"
 
 #include <cerrno>
 #include <cstdint>
+#include <atomic>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
 #include <algorithm>
 #include <cstring>
@@ -87,45 +92,88 @@ constexpr uint64_t kVmaReadable = 0x01, kVmaWritable = 0x02;
 
 enum class VmaVerdict { Ok, Hole, NoRead, NoWrite, Unsupported };
 
-// Walks the VMAs covering [a, a+len). Unsupported: the kernel has no PROCMAP_QUERY (ENOTTY/EINVAL) or /proc is
-// not mounted; the caller then populates instead.
-VmaVerdict query_vmas(uintptr_t a, size_t len, bool need_read, bool need_write, int *err) {
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+// The descriptor of /proc/self/maps the VMA queries use, kept open for the process's life: -1 when the kernel
+// cannot answer them (no /proc, or no PROCMAP_QUERY: *err says why, and the caller populates instead). Packed with
+// the pid that opened it: /proc/self resolves at open, so a forked child's inherited copy would describe the
+// parent. pthread_atfork closes that copy in the child before the application can reuse its number, and renews
+// the pid this process compares with (no getpid() system call per registration).
+constexpr uint64_t kNoFd = ~uint64_t{0};
+std::atomic<uint64_t> g_maps{kNoFd};      // pid << 32 | fd
+std::atomic<pid_t> g_pid{0};              // this process's pid, once maps_fd() ran (renewed in a forked child)
+std::atomic<int> g_maps_unsupported{0};    // the errno that showed the kernel cannot answer, once known
+
+uint64_t pack_maps(pid_t pid, int fd) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(pid)) << 32) | static_cast<uint32_t>(fd);
+}
+
+void maps_fd_after_fork_in_child() {
+    g_pid.store(getpid(), std::memory_order_relaxed);
+    const uint64_t v = g_maps.exchange(kNoFd);
+    if (v != kNoFd) close(static_cast<int>(static_cast<uint32_t>(v)));
+}
+
+// Closes the descriptor when the library is unloaded (UCX may dlclose the module; glibc drops the atfork handler
+// then too).
+struct MapsFdCloser {
+    ~MapsFdCloser() { maps_fd_after_fork_in_child(); }
+} g_maps_closer;
+
+int maps_fd(int *err) {
+    if (int e = g_maps_unsupported.load(std::memory_order_relaxed); e != 0) {
+        *err = e;
+        return -1;
+    }
+    uint64_t cur = g_maps.load(std::memory_order_acquire);
+    if (cur != kNoFd && static_cast<pid_t>(cur >> 32) == g_pid.load(std::memory_order_relaxed)) [[likely]]
+        return static_cast<int>(static_cast<uint32_t>(cur));
+    static const int atfork = [] {
+        g_pid.store(getpid(), std::memory_order_relaxed);
+        return pthread_atfork(nullptr, nullptr, maps_fd_after_fork_in_child);
+    }();
+    if (atfork != 0) { // no handler (ENOMEM): a forked child could query its parent; populate instead
+        *err = atfork;
+        return -1;
+    }
+    const pid_t pid = g_pid.load(std::memory_order_relaxed);
+    const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         *err = errno;
-        return VmaVerdict::Unsupported;
+        return -1;
     }
-    VmaVerdict v = VmaVerdict::Ok;
+    if (g_maps.compare_exchange_strong(cur, pack_maps(pid, fd), std::memory_order_acq_rel)) return fd;
+    close(fd); // another thread opened one first: use that
+    if (cur != kNoFd && static_cast<pid_t>(cur >> 32) == pid) return static_cast<int>(static_cast<uint32_t>(cur));
+    *err = EAGAIN; // replaced meanwhile by a stale value: populate this once
+    return -1;
+}
+
+// Walks the VMAs covering [a, a+len). Unsupported: the kernel has no PROCMAP_QUERY (ENOTTY/EINVAL, remembered) or
+// /proc is not mounted; the caller then populates instead.
+VmaVerdict query_vmas(uintptr_t a, size_t len, bool need_read, bool need_write, int *err) {
+    const int fd = maps_fd(err);
+    if (fd < 0) return VmaVerdict::Unsupported;
     for (uintptr_t cur = a, end = a + len; cur < end;) {
         ProcmapQuery q{};
         q.size = sizeof(q);
         q.query_addr = cur;
         if (ioctl(fd, kProcmapQuery, &q) != 0) {
             *err = errno;
-            v = errno == ENOENT ? VmaVerdict::Hole : VmaVerdict::Unsupported;
-            break;
+            if (errno == ENOENT) return VmaVerdict::Hole;
+            if (errno == ENOTTY || errno == EINVAL) { // this kernel has no PROCMAP_QUERY (or another layout)
+                g_maps_unsupported.store(errno, std::memory_order_relaxed);
+                GDX_DEBUG("memtype", "PROCMAP_QUERY on /proc/self/maps: %s; registrations are probed by populating",
+                          std::strerror(errno));
+            }
+            return VmaVerdict::Unsupported;
         }
-        if (q.vma_start > cur || q.vma_end <= cur) { // not covering: a hole before the next mapping
-            v = VmaVerdict::Hole;
-            break;
-        }
+        if (q.vma_start > cur || q.vma_end <= cur) return VmaVerdict::Hole; // a hole before the next mapping
         // A write-only mapping cannot exist on x86 (PROT_WRITE implies read); readable is the access test.
-        if ((need_read || need_write) && (q.vma_flags & kVmaReadable) == 0) {
-            v = VmaVerdict::NoRead;
-            break;
-        }
-        if (need_write && (q.vma_flags & kVmaWritable) == 0) {
-            v = VmaVerdict::NoWrite;
-            break;
-        }
+        if ((need_read || need_write) && (q.vma_flags & kVmaReadable) == 0) return VmaVerdict::NoRead;
+        if (need_write && (q.vma_flags & kVmaWritable) == 0) return VmaVerdict::NoWrite;
         cur = q.vma_end;
     }
-    if (close(fd) != 0 && v == VmaVerdict::Ok) GDX_DEBUG("memtype", "close(/proc/self/maps): %s", std::strerror(errno));
-    return v;
+    return VmaVerdict::Ok;
 }
-
-// From this size up the VMA query is cheaper than populating page by page (README.md "Registration checks").
-constexpr size_t kVmaQueryMin = size_t{1} << 20;
 
 } // namespace
 
@@ -140,10 +188,9 @@ gdx_status_t probe_host_range(const void *addr, size_t len, bool need_read, bool
     const size_t ps = page_size();
     const uintptr_t start = a & ~(uintptr_t{ps} - 1);
     const size_t span = ((a + len + ps - 1) & ~(uintptr_t{ps} - 1)) - start;
-    // Large ranges: the VMA query (cost per mapping); small ones: populate (cost per page, cheaper below 1 MiB).
+    // The VMA query where the kernel has it (cost per mapping), else populate (cost per page).
     int qerr = 0;
-    VmaVerdict v = VmaVerdict::Unsupported;
-    if (span >= kVmaQueryMin) v = query_vmas(start, span, need_read, need_write, &qerr);
+    VmaVerdict v = query_vmas(start, span, need_read, need_write, &qerr);
     if (v == VmaVerdict::Unsupported) {
         int err = populate(start, span, need_write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
         if (err == 0) return GDX_OK;

@@ -1,8 +1,9 @@
-// Is [addr, addr+len) host memory this process may access with the rights a registration asks for? Checked by
-// the kernel (madvise populate probes), not by reading /proc/self/maps: a registration of unmapped, PROT_NONE,
-// partly PROT_NONE, read-only-but-writable-asked or non-canonical memory fails at gdx_mem_reg with
-// GDX_ERR_INVALID_ADDR and a message naming the cause, instead of crashing the process when a peer's put or get
-// reaches it (issue 16). GPU memory is not probed here: the memtype layer validated it through the driver.
+// Is [addr, addr+len) host memory this process may access with the rights a registration asks for? Asked of the
+// kernel (a VMA query per mapping, or populate probes on kernels without it), not read from the text of
+// /proc/self/maps: a registration of unmapped, PROT_NONE, partly PROT_NONE, read-only-but-writable-asked or
+// non-canonical memory fails at gdx_mem_reg with GDX_ERR_INVALID_ADDR and a message naming the cause, instead of
+// crashing the process when a peer's put or get reaches it (issue 16). GPU memory is not probed here: the memtype
+// layer validated it through the driver.
 #pragma once
 
 #include "gdx/status.h"
