@@ -3,10 +3,10 @@
 // Where the kernel has it (Linux 6.11+): PROCMAP_QUERY, an ioctl on /proc/self/maps that returns the VMA covering
 // an address and its rights — a cost per mapping, nothing faulted in, no text parsing — on one descriptor the
 // process keeps open (maps_fd()). Opening and closing /proc/self/maps for each registration cost more than the
-// query (3.5 us against ~0.5 on the build machine), and populating page by page below 1 MiB, as this probe did
+// query (3.5 us against 0.4 on the build machine), and populating page by page below 1 MiB, as this probe did
 // before, cost 9.9 us at 256 KiB: every UCP rendezvous registers its buffer on both sides (UCX 1.13 has no
-// registration cache), so that was most of a 256 KiB-1 MiB message's fixed cost (tag_bw 1 MiB over gdx_shm
-// 25 against posix 33 GB/s on an EPYC build machine, bench/results/cpu-2026-11-28/).
+// registration cache), so that was most of a 256 KiB-1 MiB message's fixed cost (UCP tag_bw over gdx_shm at
+// 256 KiB 11.7 GB/s before, 23.2 after, on an EPYC build machine: bench/results/cpu-2026-11-28/).
 // Elsewhere, and to judge a range the query cannot: madvise(MADV_POPULATE_READ / MADV_POPULATE_WRITE) (Linux
 // 5.14+), one system call over the range that faults every page in as a read (or write) would: ENOMEM for a hole
 // (unmapped, non-canonical), EFAULT on older kernels and EINVAL on newer ones where the access lacks the right
@@ -147,32 +147,69 @@ int maps_fd(int *err) {
     return -1;
 }
 
-// Walks the VMAs covering [a, a+len). Unsupported: the kernel has no PROCMAP_QUERY (ENOTTY/EINVAL, remembered) or
-// /proc is not mounted; the caller then populates instead.
-VmaVerdict query_vmas(uintptr_t a, size_t len, bool need_read, bool need_write, int *err) {
-    const int fd = maps_fd(err);
-    if (fd < 0) return VmaVerdict::Unsupported;
+// Set once a query has answered: a later EBADF/ENOTTY/EINVAL then means the descriptor is no longer ours (the
+// application closed it, or closed it and opened something else under its number), not a kernel without the query.
+std::atomic<bool> g_query_worked{false};
+
+// Drops a descriptor found not to be /proc/self/maps any more, without closing it: its number may be the
+// application's now.
+void forget_maps_fd(int fd) {
+    uint64_t cur = g_maps.load(std::memory_order_acquire);
+    if (cur != kNoFd && static_cast<int>(static_cast<uint32_t>(cur)) == fd) g_maps.compare_exchange_strong(cur, kNoFd);
+}
+
+enum class Walk { Done, Stale };
+
+// One walk over [a, a+len) on `fd`; *v is the verdict when Done.
+Walk walk_vmas(int fd, uintptr_t a, size_t len, bool need_read, bool need_write, VmaVerdict *v, int *err) {
     for (uintptr_t cur = a, end = a + len; cur < end;) {
         ProcmapQuery q{};
         q.size = sizeof(q);
         q.query_addr = cur;
         if (ioctl(fd, kProcmapQuery, &q) != 0) {
             *err = errno;
-            if (errno == ENOENT) return VmaVerdict::Hole;
-            if (errno == ENOTTY || errno == EINVAL) { // this kernel has no PROCMAP_QUERY (or another layout)
-                g_maps_unsupported.store(errno, std::memory_order_relaxed);
-                GDX_DEBUG("memtype", "PROCMAP_QUERY on /proc/self/maps: %s; registrations are probed by populating",
-                          std::strerror(errno));
+            *v = VmaVerdict::Unsupported;
+            if (errno == ENOENT) *v = VmaVerdict::Hole;
+            else if (errno == EBADF || errno == ENOTTY || errno == EINVAL) {
+                if (g_query_worked.load(std::memory_order_relaxed)) return Walk::Stale;
+                if (errno != EBADF) { // this kernel has no PROCMAP_QUERY (or another layout): remembered
+                    g_maps_unsupported.store(errno, std::memory_order_relaxed);
+                    GDX_DEBUG("memtype", "PROCMAP_QUERY on /proc/self/maps: %s; registrations are probed by "
+                              "populating", std::strerror(errno));
+                }
             }
-            return VmaVerdict::Unsupported;
+            return Walk::Done;
         }
-        if (q.vma_start > cur || q.vma_end <= cur) return VmaVerdict::Hole; // a hole before the next mapping
-        // A write-only mapping cannot exist on x86 (PROT_WRITE implies read); readable is the access test.
-        if ((need_read || need_write) && (q.vma_flags & kVmaReadable) == 0) return VmaVerdict::NoRead;
-        if (need_write && (q.vma_flags & kVmaWritable) == 0) return VmaVerdict::NoWrite;
-        cur = q.vma_end;
+        g_query_worked.store(true, std::memory_order_relaxed);
+        // A hole before the next mapping, then the rights. A write-only mapping cannot exist on x86 (PROT_WRITE
+        // implies read): readable is the access test.
+        if (q.vma_start > cur || q.vma_end <= cur) *v = VmaVerdict::Hole;
+        else if ((need_read || need_write) && (q.vma_flags & kVmaReadable) == 0) *v = VmaVerdict::NoRead;
+        else if (need_write && (q.vma_flags & kVmaWritable) == 0) *v = VmaVerdict::NoWrite;
+        else {
+            cur = q.vma_end;
+            continue;
+        }
+        return Walk::Done;
     }
-    return VmaVerdict::Ok;
+    *v = VmaVerdict::Ok;
+    return Walk::Done;
+}
+
+// Walks the VMAs covering [a, a+len). Unsupported: the kernel has no PROCMAP_QUERY (ENOTTY/EINVAL, remembered) or
+// /proc is not mounted; the caller then populates instead. A descriptor taken from under us is reopened once.
+VmaVerdict query_vmas(uintptr_t a, size_t len, bool need_read, bool need_write, int *err) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        const int fd = maps_fd(err);
+        if (fd < 0) return VmaVerdict::Unsupported;
+        VmaVerdict v = VmaVerdict::Unsupported;
+        if (walk_vmas(fd, a, len, need_read, need_write, &v, err) == Walk::Done) return v;
+        GDX_LOG_ONCE(log::Level::Debug, "memtype", "maps-fd-stale",
+                     "the /proc/self/maps descriptor of the registration probe went away (%s): reopened",
+                     std::strerror(*err));
+        forget_maps_fd(fd);
+    }
+    return VmaVerdict::Unsupported;
 }
 
 } // namespace

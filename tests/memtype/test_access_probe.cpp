@@ -1,13 +1,18 @@
 // The registration access probe (memtype/access_probe.h): every size is judged alike (the VMA query answers for
-// small ranges too, where the kernel has it, and populating where it has not), and a forked child judges its own
-// mappings, not its parent's (the probe keeps /proc/self/maps open, and /proc/self is resolved at open).
+// small ranges too, where the kernel has it, and populating where it has not); a forked child judges its own
+// mappings, not its parent's (the probe keeps /proc/self/maps open, and /proc/self is resolved at open); and a
+// descriptor the application takes away is replaced.
 #include "memtype/access_probe.h"
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <filesystem>
+#include <string>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 using namespace gdx;
 
@@ -89,6 +94,37 @@ TEST(AccessProbe, ForkedChildJudgesItsOwnMappings) {
     EXPECT_EQ(WEXITSTATUS(status), 0) << "1: an unmapped range passed in the child; 2: the child's own mapping "
                                          "was refused; 10/11: the child's munmap/mmap failed";
     EXPECT_EQ(probe(shared_before.p, n, true, true), GDX_OK); // the parent's answer is still its own
+}
+
+// The descriptors of this process open on /proc/<pid>/maps (the probe keeps one).
+std::vector<int> maps_fds() {
+    std::vector<int> out;
+    const std::string want = "/proc/" + std::to_string(getpid()) + "/maps";
+    for (const auto &e : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        auto target = std::filesystem::read_symlink(e.path(), ec);
+        if (!ec && target == want) out.push_back(std::stoi(e.path().filename().string()));
+    }
+    return out;
+}
+
+// An application that closes descriptors it does not know (and opens others under their numbers) must leave the
+// probe answering, through a descriptor of its own again, not give it up for a kernel without the query.
+TEST(AccessProbe, ADescriptorTakenFromUnderItIsReopened) {
+    Map rw(16 * page()), none(16 * page(), PROT_NONE);
+    ASSERT_NE(rw.p, nullptr);
+    ASSERT_NE(none.p, nullptr);
+    ASSERT_EQ(probe(rw.p, rw.len, true, true), GDX_OK);
+    const std::vector<int> before = maps_fds();
+    if (before.empty()) GTEST_SKIP() << "this kernel has no PROCMAP_QUERY: the probe populates and keeps no descriptor";
+    const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(devnull, 0);
+    for (int fd : before) ASSERT_EQ(dup2(devnull, fd), fd); // the number now names another file
+    close(devnull);
+    EXPECT_EQ(probe(none.p, none.len, true, false), GDX_ERR_INVALID_ADDR);
+    EXPECT_EQ(probe(rw.p, rw.len, true, true), GDX_OK);
+    EXPECT_FALSE(maps_fds().empty()) << "the probe gave the query up instead of reopening /proc/self/maps";
+    for (int fd : before) close(fd); // the /dev/null copies
 }
 
 } // namespace
