@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <vector>
@@ -106,16 +107,30 @@ uint64_t pack_maps(pid_t pid, int fd) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(pid)) << 32) | static_cast<uint32_t>(fd);
 }
 
+// The file the descriptor was opened on: it is closed only while its number still names that file, since an
+// application may have closed it and opened something else under the number (fstat: async-signal-safe, as the
+// child of a fork needs).
+std::atomic<uint64_t> g_maps_dev{0}, g_maps_ino{0};
+
+void close_maps_fd_if_ours() {
+    const uint64_t v = g_maps.exchange(kNoFd);
+    if (v == kNoFd) return;
+    const int fd = static_cast<int>(static_cast<uint32_t>(v));
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_dev) == g_maps_dev.load(std::memory_order_relaxed) &&
+        static_cast<uint64_t>(st.st_ino) == g_maps_ino.load(std::memory_order_relaxed))
+        close(fd);
+}
+
 void maps_fd_after_fork_in_child() {
     g_pid.store(getpid(), std::memory_order_relaxed);
-    const uint64_t v = g_maps.exchange(kNoFd);
-    if (v != kNoFd) close(static_cast<int>(static_cast<uint32_t>(v)));
+    close_maps_fd_if_ours();
 }
 
 // Closes the descriptor when the library is unloaded (UCX may dlclose the module; glibc drops the atfork handler
 // then too).
 struct MapsFdCloser {
-    ~MapsFdCloser() { maps_fd_after_fork_in_child(); }
+    ~MapsFdCloser() { close_maps_fd_if_ours(); }
 } g_maps_closer;
 
 int maps_fd(int *err) {
@@ -140,7 +155,17 @@ int maps_fd(int *err) {
         *err = errno;
         return -1;
     }
-    if (g_maps.compare_exchange_strong(cur, pack_maps(pid, fd), std::memory_order_acq_rel)) return fd;
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+        *err = errno;
+        close(fd);
+        return -1;
+    }
+    if (g_maps.compare_exchange_strong(cur, pack_maps(pid, fd), std::memory_order_acq_rel)) {
+        g_maps_dev.store(static_cast<uint64_t>(st.st_dev), std::memory_order_relaxed);
+        g_maps_ino.store(static_cast<uint64_t>(st.st_ino), std::memory_order_relaxed);
+        return fd;
+    }
     close(fd); // another thread opened one first: use that
     if (cur != kNoFd && static_cast<pid_t>(cur >> 32) == pid) return static_cast<int>(static_cast<uint32_t>(cur));
     *err = EAGAIN; // replaced meanwhile by a stale value: populate this once

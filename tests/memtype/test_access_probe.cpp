@@ -1,7 +1,7 @@
 // The registration access probe (memtype/access_probe.h): every size is judged alike (the VMA query answers for
 // small ranges too, where the kernel has it, and populating where it has not); a forked child judges its own
-// mappings, not its parent's (the probe keeps /proc/self/maps open, and /proc/self is resolved at open); and a
-// descriptor the application takes away is replaced.
+// mappings, not its parent's (the probe keeps /proc/self/maps open, and /proc/self is resolved at open); a
+// descriptor the application takes away is replaced; and the fork handler closes only the probe's own file.
 #include "memtype/access_probe.h"
 
 #include <gtest/gtest.h>
@@ -125,6 +125,36 @@ TEST(AccessProbe, ADescriptorTakenFromUnderItIsReopened) {
     EXPECT_EQ(probe(rw.p, rw.len, true, true), GDX_OK);
     EXPECT_FALSE(maps_fds().empty()) << "the probe gave the query up instead of reopening /proc/self/maps";
     for (int fd : before) close(fd); // the /dev/null copies
+}
+
+// The fork handler closes the probe's descriptor in the child only while its number still names /proc/<pid>/maps:
+// a file the application opened under that number stays open in the child.
+TEST(AccessProbe, ForkLeavesTheApplicationsFileUnderAReusedNumber) {
+    Map rw(16 * page());
+    ASSERT_NE(rw.p, nullptr);
+    ASSERT_EQ(probe(rw.p, rw.len, true, true), GDX_OK);
+    const std::vector<int> before = maps_fds();
+    if (before.empty()) GTEST_SKIP() << "this kernel has no PROCMAP_QUERY: the probe populates and keeps no descriptor";
+    const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(devnull, 0);
+    for (int fd : before) ASSERT_EQ(dup2(devnull, fd), fd);
+    close(devnull);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        for (int fd : before) {
+            char target[64] = {};
+            std::string link = "/proc/self/fd/" + std::to_string(fd);
+            if (readlink(link.c_str(), target, sizeof(target) - 1) < 0 || std::string(target) != "/dev/null") _exit(1);
+        }
+        _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "the fork handler closed the application's file in the child";
+    EXPECT_EQ(probe(rw.p, rw.len, true, true), GDX_OK); // and the parent's probe opens its own again
+    for (int fd : before) close(fd);
 }
 
 } // namespace
