@@ -108,19 +108,26 @@ std::vector<int> maps_fds() {
     return out;
 }
 
+// An application that closed the probe's descriptors and opened another file under their numbers: after one probe
+// of `m`, /dev/null goes under each; returns those numbers (empty where the probe keeps none: no PROCMAP_QUERY).
+std::vector<int> reuse_probe_descriptors(const Map &m) {
+    EXPECT_EQ(probe(m.p, m.len, true, true), GDX_OK);
+    std::vector<int> fds = maps_fds();
+    const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    EXPECT_GE(devnull, 0);
+    for (int fd : fds) EXPECT_EQ(dup2(devnull, fd), fd);
+    if (devnull >= 0) close(devnull);
+    return fds;
+}
+
 // An application that closes descriptors it does not know (and opens others under their numbers) must leave the
 // probe answering, through a descriptor of its own again, not give it up for a kernel without the query.
 TEST(AccessProbe, ADescriptorTakenFromUnderItIsReopened) {
     Map rw(16 * page()), none(16 * page(), PROT_NONE);
     ASSERT_NE(rw.p, nullptr);
     ASSERT_NE(none.p, nullptr);
-    ASSERT_EQ(probe(rw.p, rw.len, true, true), GDX_OK);
-    const std::vector<int> before = maps_fds();
+    const std::vector<int> before = reuse_probe_descriptors(rw);
     if (before.empty()) GTEST_SKIP() << "this kernel has no PROCMAP_QUERY: the probe populates and keeps no descriptor";
-    const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(devnull, 0);
-    for (int fd : before) ASSERT_EQ(dup2(devnull, fd), fd); // the number now names another file
-    close(devnull);
     EXPECT_EQ(probe(none.p, none.len, true, false), GDX_ERR_INVALID_ADDR);
     EXPECT_EQ(probe(rw.p, rw.len, true, true), GDX_OK);
     EXPECT_FALSE(maps_fds().empty()) << "the probe gave the query up instead of reopening /proc/self/maps";
@@ -132,13 +139,8 @@ TEST(AccessProbe, ADescriptorTakenFromUnderItIsReopened) {
 TEST(AccessProbe, ForkLeavesTheApplicationsFileUnderAReusedNumber) {
     Map rw(16 * page());
     ASSERT_NE(rw.p, nullptr);
-    ASSERT_EQ(probe(rw.p, rw.len, true, true), GDX_OK);
-    const std::vector<int> before = maps_fds();
+    const std::vector<int> before = reuse_probe_descriptors(rw);
     if (before.empty()) GTEST_SKIP() << "this kernel has no PROCMAP_QUERY: the probe populates and keeps no descriptor";
-    const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(devnull, 0);
-    for (int fd : before) ASSERT_EQ(dup2(devnull, fd), fd);
-    close(devnull);
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
