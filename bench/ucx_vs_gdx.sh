@@ -130,6 +130,9 @@ echo "# ucx_perftest, UCP level, host memory, 2 processes on this host: gdx's UC
 echo "# command: $cmdline"
 echo "# date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "# machine: $(hostname), $(uname -sr), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), load $(cut -d' ' -f1-3 /proc/loadavg)"
+# Whether ucx_perftest's buffers can get huge pages decides rendezvous by cross-memory attach from 256 KiB up (the
+# kernel pins 4 KiB pages one by one: bench/results/cpu-2026-11-28/).
+echo "# thp:     $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown) (transparent huge pages)"
 echo "# UCX:     $ucx_version ($perftest); gdx $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo ' + changes')"
 echo "# module:  $module ($(load_env "$module" | cut -d= -f1 | paste -sd,))"
 [ -n "$base_module" ] && echo "# baseline module: $base_module"
