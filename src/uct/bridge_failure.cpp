@@ -1,4 +1,4 @@
-// Bridge: endpoints whose peer is gone (README.md, "A peer that dies"; Gaps 16). The glue's progress asks for them
+// Bridge: endpoints whose peer is gone (README.md, "A peer that dies"; GAPS.md, 16). The glue's progress asks for them
 // one at a time (gdx_uct_iface_take_failure) and reports each to UCT's error handler once; arm and ep_check only
 // bring that look forward.
 #include "uct/bridge_engine.h"
@@ -7,7 +7,7 @@
 using namespace gdx;
 using namespace gdx::uct;
 
-// Why the peer behind `ep` is gone, or GDX_OK (README.md, Gaps 16). A connection still being set up is not a
+// Why the peer behind `ep` is gone, or GDX_OK (GAPS.md, 16). A connection still being set up is not a
 // failure: the transport bounds that by GDX_CONN_TIMEOUT and then answers the timeout. The staging engine's verdict
 // counts too: a peer it declared dead (silent for GDX_PEER_TIMEOUT while staged work waited on it, or it said BYE
 // because its endpoint went) may still hold a transport connection that looks up.

@@ -39,7 +39,7 @@ struct gdx_uct_md {
     std::unique_ptr<gdx::mem::Detector> detector; // memory types for mem_reg and mem_query (GDX_CUDA, GDX_MEMTYPE_*)
     // transport.h hands out a MemoryDomain only through an Interface (Interface::md()), while UCT opens, queries
     // and registers with an MD before any interface exists. Until gdx::tp::Component can open an MD on its own
-    // (README.md, "Gaps in transport.h"), the MD opens one Interface on the first device and uses its md(). The
+    // (GAPS.md), the MD opens one Interface on the first device and uses its md(). The
     // first UCT interface on that device borrows this Interface, so registrations, remote keys and the endpoints
     // that serve them share one gdx MemoryDomain.
     std::unique_ptr<gdx::tp::Interface> anchor;

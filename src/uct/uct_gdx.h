@@ -140,7 +140,7 @@ int gdx_uct_iface_wakeup_fd(gdx_uct_iface_t *iface);         /* -1 when the tran
 /* GDX_OK or GDX_ERR_BUSY (also while a broken endpoint waits to be reported: progress must run first). */
 gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface);
 
-/* A connected endpoint whose peer is gone (README.md, Gaps 16): its transport connection broke or never came up,
+/* A connected endpoint whose peer is gone (GAPS.md, 16): its transport connection broke or never came up,
  * or the staging engine declared the peer dead (silent for GDX_PEER_TIMEOUT, or it said BYE). */
 typedef struct {
     void         *glue_ep;    /* what gdx_uct_ep_create was given */

@@ -338,7 +338,7 @@ static ucs_status_t uct_gdx_aux_iface_query(uct_iface_h tl_iface, uct_iface_attr
     attr->device_addr_len     = sizeof(uint64_t);
     attr->ep_addr_len         = 0;
     /* ERRHANDLE_PEER_FAILURE and EP_CHECK: UCP requires both of an auxiliary transport for endpoints in error mode
-     * PEER (README.md, Gaps 16): a send to a peer that exited fails (its socket is gone), ep_check reports it. */
+     * PEER (GAPS.md, 16): a send to a peer that exited fails (its socket is gone), ep_check reports it. */
     attr->cap.flags           = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_BCOPY |
                                 UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CB_ASYNC |
                                 UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK;

@@ -64,7 +64,7 @@ static ucs_status_t uct_gdx_ep_err_status(gdx_status_t st)
     }
 }
 
-/* Reports each endpoint whose peer is gone to UCT's error handler, once (README.md, Gaps 16): UCP then fails what
+/* Reports each endpoint whose peer is gone to UCT's error handler, once (GAPS.md, 16): UCP then fails what
  * waits on that peer, also requests the transport never saw (held for wire-up, a rendezvous waiting for the
  * peer's answer). From progress, after gdx's progress has returned, as UCX's own transports report (tcp from its
  * progress, sm through a progress callback): the handler may purge, flush and destroy endpoints, this one too.

@@ -381,7 +381,7 @@ static ucs_status_t uct_gdx_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
     attr->ep_addr_len     = GDX_UCT_EP_ADDR_MAX;
     attr->max_conn_priv   = 0;
     /* ERRHANDLE_PEER_FAILURE: a broken endpoint is reported (uct_gdx_iface_report_failures) and its operations
-     * fail; EP_CHECK: what UCP's keepalive needs of a connect-to-ep lane (README.md, Gaps 16). */
+     * fail; EP_CHECK: what UCP's keepalive needs of a connect-to-ep lane (GAPS.md, 16). */
     attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_EP | UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
                             UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK |
                             (a->am_short ? UCT_IFACE_FLAG_AM_SHORT : 0) |
