@@ -39,7 +39,7 @@
  * key, stays valid until UCP evicts it; that a key stops working at uct_md_mem_dereg is checked at the UCT level
  * (uct_loopback_check: "get_zcopy from deregistered memory" must fail).
  * -e: both endpoints in error mode PEER with an error handler, which must then be called for the dead peer (once);
- * the module advertises peer-failure handling, so UCP puts such endpoints on gdx (src/uct/README.md, Gaps 16).
+ * the module advertises peer-failure handling, so UCP puts such endpoints on gdx (src/uct/GAPS.md, 16).
  * The survivor prints "ucp_fail_check: PASS: <what happened>" and exits 0 when the outcome is the expected one,
  * 1 otherwise; 2 setup error, 3 timeout (alarm: something hung). The victim of a kill/stop scenario dies by SIGKILL. */
 #define PROG "ucp_fail_check"

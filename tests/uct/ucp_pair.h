@@ -170,7 +170,7 @@ static inline void ucp_pair_progress_until_told(ucp_pair_t *p)
 
 /* Waits until the endpoint is wired up on both sides: a request issued before that waits in UCP for the peer's
  * wire-up messages and never reaches the transport (a peer that dies meanwhile fails it only through the module's
- * report of the broken endpoint: src/uct/README.md, Gaps 16, and ucp_fail_check's wireup-* scenarios), so checks
+ * report of the broken endpoint: src/uct/GAPS.md, 16, and ucp_fail_check's wireup-* scenarios), so checks
  * about what a transport does with a death mid-transfer wire up first. A flush completes once this side's lanes are
  * up; the peer may still need this side's progress for its own (UCP 1.13 over gdx_shm hung there when
  * one side stopped progressing after its flush), so each side then progresses until the other says it is done. */
