@@ -93,44 +93,31 @@ constexpr uint64_t kVmaReadable = 0x01, kVmaWritable = 0x02;
 
 enum class VmaVerdict { Ok, Hole, NoRead, NoWrite, Unsupported };
 
-// The descriptor of /proc/self/maps the VMA queries use, kept open for the process's life: -1 when the kernel
-// cannot answer them (no /proc, or no PROCMAP_QUERY: *err says why, and the caller populates instead). Packed with
-// the pid that opened it: /proc/self resolves at open, so a forked child's inherited copy would describe the
-// parent. pthread_atfork closes that copy in the child before the application can reuse its number, and renews
-// the pid this process compares with (no getpid() system call per registration).
-constexpr uint64_t kNoFd = ~uint64_t{0};
-std::atomic<uint64_t> g_maps{kNoFd};      // pid << 32 | fd
-std::atomic<pid_t> g_pid{0};              // this process's pid, once maps_fd() ran (renewed in a forked child)
-std::atomic<int> g_maps_unsupported{0};    // the errno that showed the kernel cannot answer, once known
-
-uint64_t pack_maps(pid_t pid, int fd) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(pid)) << 32) | static_cast<uint32_t>(fd);
-}
-
-// The file the descriptor was opened on: it is closed only while its number still names that file, since an
-// application may have closed it and opened something else under the number (fstat: async-signal-safe, as the
-// child of a fork needs).
+// The descriptor of /proc/self/maps the VMA queries use, kept open for the process's life (-1: none yet). /proc/self
+// resolves at open, so a forked child's inherited copy would describe the parent: pthread_atfork closes it in the
+// child, which then opens its own. The file it was opened on (device and inode) tells whether its number still
+// names it: an application may close descriptors it does not know, and open something else under the number.
+std::atomic<int> g_maps_fd{-1};
 std::atomic<uint64_t> g_maps_dev{0}, g_maps_ino{0};
+std::atomic<int> g_maps_unsupported{0}; // the errno that showed the kernel cannot answer, once known
 
-void close_maps_fd_if_ours() {
-    const uint64_t v = g_maps.exchange(kNoFd);
-    if (v == kNoFd) return;
-    const int fd = static_cast<int>(static_cast<uint32_t>(v));
+// fstat: async-signal-safe, as the child of a fork needs.
+bool maps_fd_is_ours(int fd) {
     struct stat st {};
-    if (fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_dev) == g_maps_dev.load(std::memory_order_relaxed) &&
-        static_cast<uint64_t>(st.st_ino) == g_maps_ino.load(std::memory_order_relaxed))
-        close(fd);
+    return fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_dev) == g_maps_dev.load(std::memory_order_relaxed) &&
+           static_cast<uint64_t>(st.st_ino) == g_maps_ino.load(std::memory_order_relaxed);
 }
 
-void maps_fd_after_fork_in_child() {
-    g_pid.store(getpid(), std::memory_order_relaxed);
-    close_maps_fd_if_ours();
+// Forgets the descriptor; closes it only while it is still ours (else its number is the application's now).
+void drop_maps_fd() {
+    const int fd = g_maps_fd.exchange(-1);
+    if (fd >= 0 && maps_fd_is_ours(fd)) close(fd);
 }
 
 // Closes the descriptor when the library is unloaded (UCX may dlclose the module; glibc drops the atfork handler
 // then too).
 struct MapsFdCloser {
-    ~MapsFdCloser() { close_maps_fd_if_ours(); }
+    ~MapsFdCloser() { drop_maps_fd(); }
 } g_maps_closer;
 
 int maps_fd(int *err) {
@@ -138,18 +125,14 @@ int maps_fd(int *err) {
         *err = e;
         return -1;
     }
-    uint64_t cur = g_maps.load(std::memory_order_acquire);
-    if (cur != kNoFd && static_cast<pid_t>(cur >> 32) == g_pid.load(std::memory_order_relaxed)) [[likely]]
-        return static_cast<int>(static_cast<uint32_t>(cur));
-    static const int atfork = [] {
-        g_pid.store(getpid(), std::memory_order_relaxed);
-        return pthread_atfork(nullptr, nullptr, maps_fd_after_fork_in_child);
-    }();
+    int cur = g_maps_fd.load(std::memory_order_acquire);
+    if (cur >= 0) [[likely]]
+        return cur;
+    static const int atfork = pthread_atfork(nullptr, nullptr, drop_maps_fd);
     if (atfork != 0) { // no handler (ENOMEM): a forked child could query its parent; populate instead
         *err = atfork;
         return -1;
     }
-    const pid_t pid = g_pid.load(std::memory_order_relaxed);
     const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         *err = errno;
@@ -161,31 +144,19 @@ int maps_fd(int *err) {
         close(fd);
         return -1;
     }
-    if (g_maps.compare_exchange_strong(cur, pack_maps(pid, fd), std::memory_order_acq_rel)) {
-        g_maps_dev.store(static_cast<uint64_t>(st.st_dev), std::memory_order_relaxed);
-        g_maps_ino.store(static_cast<uint64_t>(st.st_ino), std::memory_order_relaxed);
-        return fd;
+    if (!g_maps_fd.compare_exchange_strong(cur, fd, std::memory_order_acq_rel)) {
+        close(fd); // another thread opened one first: use that
+        return cur;
     }
-    close(fd); // another thread opened one first: use that
-    if (cur != kNoFd && static_cast<pid_t>(cur >> 32) == pid) return static_cast<int>(static_cast<uint32_t>(cur));
-    *err = EAGAIN; // replaced meanwhile by a stale value: populate this once
-    return -1;
-}
-
-// Set once a query has answered: a later EBADF/ENOTTY/EINVAL then means the descriptor is no longer ours (the
-// application closed it, or closed it and opened something else under its number), not a kernel without the query.
-std::atomic<bool> g_query_worked{false};
-
-// Drops a descriptor found not to be /proc/self/maps any more, without closing it: its number may be the
-// application's now.
-void forget_maps_fd(int fd) {
-    uint64_t cur = g_maps.load(std::memory_order_acquire);
-    if (cur != kNoFd && static_cast<int>(static_cast<uint32_t>(cur)) == fd) g_maps.compare_exchange_strong(cur, kNoFd);
+    g_maps_dev.store(static_cast<uint64_t>(st.st_dev), std::memory_order_relaxed);
+    g_maps_ino.store(static_cast<uint64_t>(st.st_ino), std::memory_order_relaxed);
+    return fd;
 }
 
 enum class Walk { Done, Stale };
 
-// One walk over [a, a+len) on `fd`; *v is the verdict when Done.
+// One walk over [a, a+len) on `fd`; *v is the verdict when Done. Stale: `fd` no longer names our /proc/self/maps
+// (the application closed it, or reused its number), which is not a kernel without the query.
 Walk walk_vmas(int fd, uintptr_t a, size_t len, bool need_read, bool need_write, VmaVerdict *v, int *err) {
     for (uintptr_t cur = a, end = a + len; cur < end;) {
         ProcmapQuery q{};
@@ -194,18 +165,16 @@ Walk walk_vmas(int fd, uintptr_t a, size_t len, bool need_read, bool need_write,
         if (ioctl(fd, kProcmapQuery, &q) != 0) {
             *err = errno;
             *v = VmaVerdict::Unsupported;
-            if (errno == ENOENT) *v = VmaVerdict::Hole;
-            else if (errno == EBADF || errno == ENOTTY || errno == EINVAL) {
-                if (g_query_worked.load(std::memory_order_relaxed)) return Walk::Stale;
-                if (errno != EBADF) { // this kernel has no PROCMAP_QUERY (or another layout): remembered
-                    g_maps_unsupported.store(errno, std::memory_order_relaxed);
-                    GDX_DEBUG("memtype", "PROCMAP_QUERY on /proc/self/maps: %s; registrations are probed by "
-                              "populating", std::strerror(errno));
-                }
+            if (*err == ENOENT) *v = VmaVerdict::Hole;
+            else if (*err == EBADF || *err == ENOTTY || *err == EINVAL) {
+                if (!maps_fd_is_ours(fd)) return Walk::Stale; // EBADF always ends here
+                // Our file refuses the query: this kernel has none (or another layout). Remembered.
+                g_maps_unsupported.store(*err, std::memory_order_relaxed);
+                GDX_DEBUG("memtype", "PROCMAP_QUERY on /proc/self/maps: %s; registrations are probed by populating",
+                          std::strerror(*err));
             }
             return Walk::Done;
         }
-        g_query_worked.store(true, std::memory_order_relaxed);
         // A hole before the next mapping, then the rights. A write-only mapping cannot exist on x86 (PROT_WRITE
         // implies read): readable is the access test.
         if (q.vma_start > cur || q.vma_end <= cur) *v = VmaVerdict::Hole;
@@ -232,7 +201,8 @@ VmaVerdict query_vmas(uintptr_t a, size_t len, bool need_read, bool need_write, 
         GDX_LOG_ONCE(log::Level::Debug, "memtype", "maps-fd-stale",
                      "the /proc/self/maps descriptor of the registration probe went away (%s): reopened",
                      std::strerror(*err));
-        forget_maps_fd(fd);
+        int expected = fd; // forgotten, not closed: its number is the application's now
+        g_maps_fd.compare_exchange_strong(expected, -1);
     }
     return VmaVerdict::Unsupported;
 }
