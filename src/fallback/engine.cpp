@@ -1,5 +1,6 @@
 #include "fallback/engine.h"
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "fallback/config_vars.h"
 #include "fallback/copy_service.h"
@@ -15,7 +16,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <time.h>
 
 namespace gdx::fb {
 
@@ -56,11 +56,7 @@ gdx_status_t Params::from_config(const Config &cfg, Params *out) {
 
 namespace {
 
-int64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); // cannot fail with a valid clock id and pointer
-    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using clock::now_ns;
 
 void ignore_am(void *, tp::Endpoint *, const void *, size_t) {}
 

@@ -12,11 +12,11 @@
 #include "memtype/memory_ops.h"
 
 #if GDX_HAVE_CUDA_H
+#include "core/clock.h"
 #include "core/log.h"
 #include "memtype/cuda_driver.h"
 
 #include <mutex>
-#include <time.h>
 #include <vector>
 #endif
 
@@ -64,11 +64,7 @@ inline constexpr int kStreamsPerDevice = 4;
 // small-copy lane) ask the stream this often instead, so the driver's error ends the wait.
 inline constexpr int64_t kStreamCheckNs = 1'000'000;
 
-inline int64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using clock::now_ns;
 
 inline bool contains(uintptr_t base, size_t size, uintptr_t p) { return size != 0 && p >= base && p - base < size; }
 

@@ -275,11 +275,21 @@ class Endpoint {
 // but those words is left to wait on; quiet() then answers in a few loads, lock-free, until a word changes.
 // Sockets, clocks and this process's own calls are not words: the owner still runs progress() every so often and
 // after every call that may have given the interface work (src/uct/bridge_idle.cpp).
+// Where an idle probe's delivery (IdleProbe::deliver) hands the active messages it may take: one function for
+// every id in `ids`, which the probe's owner registered (set_am_handler) with handlers that reach that same
+// function. The delivery calls it directly, where the handler table took two calls (the owner's handler, then what
+// it forwards to). `data` is the transport's receive buffer, valid during the call only.
+struct AmSink {
+    void (*fn)(void *ctx, uint8_t id, void *data, size_t len) = nullptr;
+    void *ctx = nullptr;
+    uint32_t ids = 0;
+};
+
 struct IdleProbe {
     static constexpr unsigned kMaxWords = 32;
     struct Word;
     // Delivers what word `w` announces (see deliver()); `ctx` is the transport's.
-    using DeliverFn = unsigned (*)(void *ctx, Word *w, uint32_t am_ids, bool *valid);
+    using DeliverFn = unsigned (*)(void *ctx, Word *w, const AmSink &sink, bool *valid);
     struct Word {
         const std::atomic<uint64_t> *addr;
         // on_equal false: the word holds `value` until a peer gives us work. on_equal true: the word will hold
@@ -311,17 +321,17 @@ struct IdleProbe {
     }
     // Called under the lock that guards the interface when word `i` of a probe that fill_idle_probe() filled (and
     // that nothing invalidated since) announced work: delivers the active messages it announces, those with their
-    // id's bit set in `am_ids`, without a full progress(), and re-points the word so that the probe covers what is
-    // left (records one call did not take included: the word announces them at once). Returns how many it
-    // delivered; *valid false when the probe no longer covers what is left (a record of another kind or id, a
-    // grant: the caller must then progress() in full before it trusts the probe again). The caller also stops
+    // id's bit set in sink.ids, to sink.fn, without a full progress(), and re-points the word so that the probe
+    // covers what is left (records one call did not take included: the word announces them at once). Returns how
+    // many it delivered; *valid false when the probe no longer covers what is left (a record of another kind or id,
+    // a grant: the caller must then progress() in full before it trusts the probe again). The caller also stops
     // trusting it when a handler gave the interface work (an operation, a flush: what invalidates a probe anyway).
     // A message delivered here costs its receiver no walk of the interface's other endpoints and no look at what
     // no word shows; that look comes with the next progress(). A direct call through the word, not a virtual one
     // through the interface: this is the receive path of every small message through UCX, where each instruction
     // between the message's arrival and the reply is latency (bench/results/gpu-2026-11-27b/).
-    unsigned deliver(unsigned i, uint32_t am_ids, bool *valid) {
-        if (i < n && words[i].deliver != nullptr) return words[i].deliver(words[i].ctx, &words[i], am_ids, valid);
+    unsigned deliver(unsigned i, const AmSink &sink, bool *valid) {
+        if (i < n && words[i].deliver != nullptr) return words[i].deliver(words[i].ctx, &words[i], sink, valid);
         *valid = false;
         return 0;
     }

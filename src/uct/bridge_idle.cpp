@@ -5,8 +5,15 @@
 // may create or destroy endpoints meanwhile) and walks the engine, the transport and every endpoint. So a call that
 // found nothing to do asks the transport for its idle probe (tp::IdleProbe: the shared-memory words peers write
 // when they give us work), and later calls look only at those words, without the lock, until one changes, a
-// module call touches the interface (touched(): it may have given it work), or every kFullEvery-th call, which
-// looks at what no word shows (control sockets, clocks, broken endpoints).
+// module call touches the interface (touched(): it may have given it work), or the kernel's tick moved since the
+// last full progress (read on every kClockEvery-th call), which looks at what no word shows (control sockets,
+// clocks, broken endpoints).
+//
+// Why a tick and not a count of calls: what no word shows is paced by that clock anyway (the shm hub looks at its
+// sockets once per tick, peer deadlines are milliseconds), so a full progress between two ticks finds nothing that
+// an idle look would miss, and it costs ~470 instructions and the lock against ~40. With one every 32nd idle call
+// (before 2026-11-28), 15-23 % of a ping-pong's messages landed while one ran and were delivered through it, ~800
+// instructions after their arrival (bench/results/cpu-2026-11-28b/); once per tick that is about one in a thousand.
 //
 // Why the look is safe without the lock: the probe and its readiness are written only by a full progress, under
 // the lock, and progress calls never overlap (UCP serializes them); the memory behind the words outlives any
@@ -28,6 +35,7 @@
 // pays two plain stores where the lock cost a locked instruction and its bookkeeping (~25 instructions), and the
 // destroyer microseconds once. A destruction from a handler of the delivery itself (on the delivering thread: UCP's
 // wire-up or disconnect handlers) waits for nothing, as the recursive lock let it before.
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/membarrier.h"
 #include "uct/bridge_engine.h"
@@ -38,8 +46,14 @@
 #include <cstring>
 
 namespace {
-// Every this-many-th idle call progresses in full (a power of two).
-constexpr unsigned kFullEvery = 32;
+// Every this-many-th idle call reads the coarse clock (a power of two): ~20 instructions, so ~1 per call.
+constexpr unsigned kClockEvery = 32;
+// Broken endpoints are looked for at least this often (and on every 128th full progress): a scan of every endpoint
+// costs more than a full progress, against a peer timeout of seconds.
+constexpr int64_t kFailureScanNs = 10'000'000;
+
+// The tick moved since the last full progress: what no probe word shows is due for a look.
+[[gnu::noinline]] bool full_due(const gdx_uct_iface *iface) { return gdx::clock::coarse_ns() != iface->full_tick; }
 
 // This thread's identity, without a TLS lookup: the thread pointer (%fs base on x86-64) is unique per thread.
 inline void *this_thread() { return __builtin_thread_pointer(); }
@@ -53,7 +67,7 @@ inline void spin_pause() {
 // Delivers what word `hit` announces; false when the caller must progress in full instead.
 inline bool deliver_probed(gdx_uct_iface *iface, int hit, unsigned *count) {
     bool valid = false;
-    const unsigned n = iface->probe.deliver(static_cast<unsigned>(hit), iface->probed_am_ids, &valid);
+    const unsigned n = iface->probe.deliver(static_cast<unsigned>(hit), iface->am_sink, &valid);
     if (!valid) iface->probe_ready.store(false, std::memory_order_relaxed);
     *count = n;
     return valid || n != 0; // else nothing it could deliver (a grant, another record)
@@ -104,7 +118,7 @@ void gdx_uct_iface::quiesce() {
 
 extern "C" [[gnu::hot]] int gdx_uct_iface_progress_unlocked(gdx_uct_iface_t *iface) {
     if (!iface->probe_ready.load(std::memory_order_relaxed)) return -1;
-    if ((++iface->probe_calls & (kFullEvery - 1)) == 0) return -1;
+    if ((++iface->probe_calls & (kClockEvery - 1)) == 0 && full_due(iface)) return -1;
     if (iface->ue != nullptr && iface->ue->has_hand_over()) return -1;
     const int hit = iface->probe.changed();
     if (hit >= 0) [[unlikely]] return deliver_unlocked(iface, hit);
@@ -122,7 +136,12 @@ extern "C" unsigned gdx_uct_iface_progress(gdx_uct_iface_t *iface, int *failure_
         return n;
     }
     iface->probe_ready.store(false, std::memory_order_relaxed);
-    if ((++iface->failure_tick & 127) == 0) iface->failure_due = true;
+    const int64_t tick = gdx::clock::coarse_ns();
+    iface->full_tick = tick;
+    if ((++iface->failure_tick & 127) == 0 || tick - iface->failure_scan_tick >= kFailureScanNs) {
+        iface->failure_due = true;
+        iface->failure_scan_tick = tick;
+    }
     n = iface->ue != nullptr ? iface->ue->progress() : iface->itf->progress();
     *failure_due = iface->failure_due ? 1 : 0; // after progress: it may have broken an endpoint
     // Nothing done, nothing due: what would wake this interface up now is in the probe's words (if the transport

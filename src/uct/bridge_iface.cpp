@@ -232,9 +232,11 @@ extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_nam
                             iface->scratch_len);
         }
     }
+    iface->am_sink.fn = gdx_uct_glue_am; // what am_trampoline calls, for the ids below
+    iface->am_sink.ctx = iface->glue;
     for (unsigned id = 0; id < tp::kMaxAmId; ++id) {
         if (id == kEngineAmId && md->ue) continue; // the engine's control messages: never UCP's
-        iface->probed_am_ids |= uint32_t{1} << id;  // UCP's: the idle look may deliver them (bridge_idle.cpp)
+        iface->am_sink.ids |= uint32_t{1} << id;   // UCP's: the idle look may deliver them (bridge_idle.cpp)
         iface->slots[id] = AmSlot{iface->glue, static_cast<uint8_t>(id)};
         gdx_status_t st = iface->itf->set_am_handler(static_cast<uint8_t>(id), am_trampoline, &iface->slots[id]);
         if (st != GDX_OK) {

@@ -172,10 +172,11 @@ struct gdx_uct_iface {
     size_t scratch_len = 0;
     AmSlot slots[gdx::tp::kMaxAmId];
     gdx_uct_ep *eps = nullptr;
-    // Broken endpoints are looked for every 128th progress (a scan of every endpoint costs more than an idle
-    // progress: some microseconds of spinning between looks, against a peer timeout of seconds), and at once after
-    // arm found one (a process about to sleep must hear of it first).
+    // Broken endpoints are looked for every 128th full progress and every 10 ms of the coarse clock (a scan of
+    // every endpoint costs more than a full progress, against a peer timeout of seconds), and at once after arm
+    // found one (a process about to sleep must hear of it first).
     unsigned failure_tick = 0;
+    int64_t failure_scan_tick = 0; // clock::coarse_ns() of the last scan
     bool failure_due = false;
     // The lock-free idle look (bridge_idle.cpp): filled by a progress that found nothing to do, trusted while
     // probe_ready holds. Every module call that may leave the interface work (an operation, a flush or fence, a
@@ -185,11 +186,14 @@ struct gdx_uct_iface {
     gdx::tp::IdleProbe probe;
     std::atomic<bool> probe_ready{false};
     unsigned probe_calls = 0;
+    int64_t full_tick = 0; // clock::coarse_ns() at the last full progress (the idle look's pacing)
     // The word the last idle look saw change (progress's thread only), or -1. Stored, not looked up again by
-    // progress: an idle call that returned 0 for the kFullEvery tick leaves it -1, so the full progress still
-    // comes every 32nd call while words change on every call (a stream of messages).
+    // progress: an idle call that returned -1 because the tick moved leaves it -1, so the full progress still
+    // comes once per tick while words change on every call (a stream of messages).
     int probe_hit = -1;
-    uint32_t probed_am_ids = 0;  // UCP's active messages (not the engine's): those a probed delivery may hand over
+    // A probed delivery hands UCP's active messages (not the engine's: they stay with Engine::progress) straight to
+    // the glue's gdx_uct_glue_am, where the transport's handler table goes through am_trampoline to it.
+    gdx::tp::AmSink am_sink;
     void touched() { probe_ready.store(false, std::memory_order_relaxed); }
     // A probed delivery without the async lock (bridge_idle.cpp): on where GDX_UCT_LOCKFREE and this process's
     // membarrier(PRIVATE_EXPEDITED) registration allow. `delivering` names the thread (its TLS pointer) while one is

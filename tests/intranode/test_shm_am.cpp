@@ -34,6 +34,15 @@ class ShmAm : public ::testing::Test {
         const auto *p = static_cast<const uint8_t *>(data);
         self->got.emplace_back(p, p + len);
     }
+    // What the UCX module hands a probed delivery (IdleProbe::deliver): messages of `ids` go to on_sink, which
+    // records them as on_am does, and counts them apart (they must not come through the handler table).
+    tp::AmSink sink(uint32_t ids) { return tp::AmSink{on_sink, this, ids}; }
+    static void on_sink(void *ctx, uint8_t id, void *data, size_t len) {
+        auto *self = static_cast<ShmAm *>(ctx);
+        EXPECT_EQ(id, kId) << "the sink got an id it did not ask for";
+        ++self->sunk;
+        on_am(ctx, nullptr, data, len);
+    }
     // Waits for `n` messages.
     ::testing::AssertionResult receive(size_t n) {
         if (progress_until(*tp.iface, [&] { return got.size() >= n; }, kLimit) && got.size() == n)
@@ -44,6 +53,7 @@ class ShmAm : public ::testing::Test {
     Opened tp;
     std::unique_ptr<tp::Endpoint> a, b;
     std::deque<std::vector<uint8_t>> got;
+    size_t sunk = 0; // of those, how many came through sink()
 };
 
 // What a pack callback writes: `len` pattern bytes of `seed`; counts its calls.
@@ -362,12 +372,13 @@ TEST_F(ShmAm, QuietOnlyWhenProgressHasNothingToDo) {
 TEST(IdleProbeWords, ChangedAndExpectedWordsAndDelivery) {
     std::atomic<uint64_t> mailbox{7}, ring_word{0x1234};
     unsigned calls = 0;
-    auto deliver = [](void *ctx, tp::IdleProbe::Word *w, uint32_t am_ids, bool *valid) -> unsigned {
+    auto deliver = [](void *ctx, tp::IdleProbe::Word *w, const tp::AmSink &sink, bool *valid) -> unsigned {
         ++*static_cast<unsigned *>(ctx);
         w->value += 64; // re-pointed: the next record's value
-        *valid = am_ids != 0;
+        *valid = sink.ids != 0;
         return 1;
     };
+    const tp::AmSink one_id{nullptr, nullptr, 1};
     tp::IdleProbe probe;
     ASSERT_TRUE(probe.add(&mailbox, 7));
     ASSERT_TRUE(probe.add_expected(&ring_word, 0x8000, &calls, deliver));
@@ -377,17 +388,17 @@ TEST(IdleProbeWords, ChangedAndExpectedWordsAndDelivery) {
     ring_word.store(0x8000);
     EXPECT_EQ(probe.changed(), 1);
     bool valid = false;
-    EXPECT_EQ(probe.deliver(1, 1, &valid), 1u);
+    EXPECT_EQ(probe.deliver(1, one_id, &valid), 1u);
     EXPECT_TRUE(valid);
     EXPECT_EQ(calls, 1u);
     EXPECT_TRUE(probe.quiet()) << "re-pointed at 0x8040";
     mailbox.store(8);
     EXPECT_EQ(probe.changed(), 0);
     valid = true;
-    EXPECT_EQ(probe.deliver(0, 1, &valid), 0u) << "a mailbox word has no delivery";
+    EXPECT_EQ(probe.deliver(0, one_id, &valid), 0u) << "a mailbox word has no delivery";
     EXPECT_FALSE(valid);
     valid = true;
-    EXPECT_EQ(probe.deliver(5, 1, &valid), 0u) << "no such word";
+    EXPECT_EQ(probe.deliver(5, one_id, &valid), 0u) << "no such word";
     EXPECT_FALSE(valid);
     EXPECT_EQ(calls, 1u);
     for (unsigned k = probe.n; k < tp::IdleProbe::kMaxWords; ++k) ASSERT_TRUE(probe.add(&mailbox, 8));
@@ -467,7 +478,7 @@ TEST_F(ShmAm, ProbedDeliveryKeepsTheProbeValidThroughWrapsAndPads) {
             const int i = probe.changed();
             ASSERT_GE(i, 0) << "round " << round << ": the probe missed message " << look << " of a burst";
             bool valid = false;
-            n += probe.deliver(static_cast<unsigned>(i), 1u << kId, &valid);
+            n += probe.deliver(static_cast<unsigned>(i), sink(1u << kId), &valid);
             ASSERT_TRUE(valid) << "round " << round << ": active messages alone must leave the probe valid";
         }
         ASSERT_EQ(n, burst) << "round " << round;
@@ -482,6 +493,7 @@ TEST_F(ShmAm, ProbedDeliveryKeepsTheProbeValidThroughWrapsAndPads) {
         got.clear();
     }
     EXPECT_EQ(delivered, 4500u);
+    EXPECT_EQ(sunk, 4500u) << "probed deliveries go to the sink, not through the handler table";
     EXPECT_EQ(tp.iface->progress(), 0u) << "a full progress found something the probed deliveries left";
 }
 
@@ -508,17 +520,18 @@ TEST_F(ShmAm, ProbedDeliveryLeavesWhatItMayNotDeliverToProgress) {
     bool valid = true;
     // A grant mailbox's word: nothing the probed path may do.
     const unsigned grant_word = static_cast<unsigned>(i) % 2 == 0 ? static_cast<unsigned>(i) + 1 : 0;
-    EXPECT_EQ(probe.deliver(grant_word, 1u << kId, &valid), 0u);
+    EXPECT_EQ(probe.deliver(grant_word, sink(1u << kId), &valid), 0u);
     EXPECT_FALSE(valid);
     valid = true;
-    EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), 0, &valid), 0u) << "no id asked for";
+    EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), sink(0), &valid), 0u) << "no id asked for";
     EXPECT_FALSE(valid);
     EXPECT_TRUE(got.empty());
     valid = false;
-    EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), 1u << kId, &valid), 1u) << "the first message";
+    EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), sink(1u << kId), &valid), 1u) << "the first message";
     EXPECT_TRUE(valid) << "the re-pointed word covers what follows";
     ASSERT_EQ(probe.changed(), i) << "the re-pointed word announces the next record at once";
-    EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), 1u << kId, &valid), 0u) << "the next is of an id not asked for";
+    EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), sink(1u << kId), &valid), 0u)
+        << "the next is of an id not asked for";
     EXPECT_FALSE(valid);
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0], std::vector<uint8_t>(one, one + sizeof(one)));
@@ -526,6 +539,7 @@ TEST_F(ShmAm, ProbedDeliveryLeavesWhatItMayNotDeliverToProgress) {
     ASSERT_TRUE(progress_until(*tp.iface, [&] { return got.size() == 2; }, kLimit));
     EXPECT_EQ(other_got, std::vector<uint8_t>(two, two + sizeof(two)));
     EXPECT_EQ(got[1], std::vector<uint8_t>(three, three + sizeof(three)));
+    EXPECT_EQ(sunk, 1u) << "the first through the sink; progress() hands the others to the handler table";
 }
 
 } // namespace

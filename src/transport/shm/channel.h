@@ -157,6 +157,30 @@ class Channel {
         }
         return n;
     }
+    // poll() of the one record an idle probe's word announced (RingReader::peek_announced), for the owner's probed
+    // delivery: take(hdr, rec) says whether it took the record. True when it did: consumed, and *word / *expected
+    // re-pointed at the next record's seq word (rx_head_word()) with *up true, unless the channel failed meanwhile
+    // (*up false: nothing more is read from it). False leaves the record, a PAD or a bad header to poll(). The whole
+    // path inline, and what follows the record worked out before take() runs (the compiler would reload it after
+    // that opaque call): it is the receive path of every small message through UCX.
+    template <typename Take>
+    [[gnu::always_inline]] bool take_announced(Take take, const std::atomic<uint64_t> **word, uint64_t *expected,
+                                               bool *up) {
+        RecHdr h;
+        const uint8_t *rec;
+        if (state_ != State::Up || !rx_.peek_announced(&h, &rec)) [[unlikely]]
+            return false;
+        const RingReader::Next next = rx_.next(h);
+        if (!take(h, rec)) return false;
+        *up = state_ == State::Up;
+        if (!*up) [[unlikely]]
+            return true; // the owner failed the channel while handling the record
+        rx_.consume_and_release(next);
+        ++rx_records_;
+        *word = next.word;
+        *expected = next.expected;
+        return true;
+    }
     bool rx_empty() { return !up() || rx_.empty(); }
     // The idle probe's word for the receive ring and the value it will hold (RingReader::head_word); false when
     // the channel is not up.

@@ -42,16 +42,6 @@ uint64_t host_identity() {
     return id;
 }
 
-namespace {
-int64_t clock_ns(clockid_t id) {
-    timespec ts;
-    // The coarse clock exists since Linux 2.6.32; a kernel without it gets the precise one. CLOCK_MONOTONIC with a
-    // valid pointer cannot fail: 0 only keeps the arithmetic defined.
-    if (clock_gettime(id, &ts) != 0 && clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
-    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-} // namespace
-
 
 HubConfig HubConfig::from(const Config &cfg, const char *transport, wire::TransportId tid) {
     HubConfig hc;
@@ -64,8 +54,6 @@ HubConfig HubConfig::from(const Config &cfg, const char *transport, wire::Transp
     return hc;
 }
 
-int64_t Hub::now_ns() { return clock_ns(CLOCK_MONOTONIC); }
-int64_t Hub::coarse_ns() { return clock_ns(CLOCK_MONOTONIC_COARSE); }
 
 gdx_status_t Hub::create(const HubConfig &cfg, std::unique_ptr<Hub> *out) {
     if (cfg.ring_size < 65536 || (cfg.ring_size & (cfg.ring_size - 1)) != 0 || cfg.ring_size > (1ull << 30))

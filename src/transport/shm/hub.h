@@ -5,6 +5,7 @@
 // nothing is connecting, so the data path stays free of system calls.
 #pragma once
 
+#include "core/clock.h"
 #include "core/config.h"
 #include "transport/shm/channel.h"
 
@@ -79,11 +80,10 @@ class Hub {
     // Clears the sleeping marks (after the caller woke up, or when arm() must report BUSY for other reasons).
     void disarm();
 
-    static int64_t now_ns();
-    // CLOCK_MONOTONIC_COARSE: the kernel's last tick (1-4 ms resolution), read without the TSC (~7 ns against ~37
-    // for now_ns() on a KVM guest). For what runs on every progress call and only needs milliseconds: the
-    // control-socket look and the peer-silence clock. Never compared with now_ns() values.
-    static int64_t coarse_ns();
+    // The clocks (core/clock.h): now_ns() for connection deadlines; coarse_ns() for what runs on every progress
+    // call and only needs milliseconds (the control-socket look, the peer-silence clock).
+    static int64_t now_ns() { return clock::now_ns(); }
+    static int64_t coarse_ns() { return clock::coarse_ns(); }
 
   private:
     Hub() = default;

@@ -219,6 +219,36 @@ class RingReader {
             return Peek::Record;
         }
     }
+    // peek() of a record whose seq word the caller has seen published (an idle probe's acquire load of head_word(),
+    // after which this thread's loads read what was written before it): no second load of that word, no loop. False
+    // for a PAD or a header that fails validation, which peek() then handles.
+    [[gnu::always_inline]] bool peek_announced(RecHdr *hdr, const uint8_t **rec) {
+        const size_t pos = head_ & (size_ - 1);
+        std::memcpy(hdr, data_ + pos, kRecSeqOff);
+        const size_t span = rec_span(hdr->len);
+        if (hdr->len < sizeof(RecHdr) || span > size_ - pos || hdr->type == kRecPad) [[unlikely]]
+            return false;
+        __builtin_prefetch(data_ + ((pos + span) & (size_ - 1)) + kRecSeqOff); // as peek() does, for the same reason
+        *rec = data_ + pos;
+        return true;
+    }
+    // Where the ring's head goes past `hdr`'s record, and the seq word (with the value it will hold) of the record
+    // after it: the idle probe's word once that record is consumed (head_word() then).
+    struct Next {
+        uint64_t head;
+        const std::atomic<uint64_t> *word;
+        uint64_t expected;
+    };
+    [[gnu::always_inline]] Next next(const RecHdr &hdr) const {
+        const uint64_t head = head_ + rec_span(hdr.len);
+        return Next{head, reinterpret_cast<const std::atomic<uint64_t> *>(data_ + (head & (size_ - 1)) + kRecSeqOff),
+                    head ^ nonce_};
+    }
+    // consume() and release() of that record, at once.
+    [[gnu::always_inline]] void consume_and_release(const Next &n) {
+        head_ = n.head;
+        ctl_->head.store(head_, std::memory_order_release);
+    }
     void consume(const RecHdr &hdr) { head_ += rec_span(hdr.len); }
     // Hands consumed bytes back to the producer (once per batch: the head line is the producer's cache miss).
     void release() { ctl_->head.store(head_, std::memory_order_release); }

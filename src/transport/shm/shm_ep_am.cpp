@@ -141,32 +141,43 @@ gdx_status_t ShmEp::am_bcopy_pack(uint8_t id, AmPackFn pack, void *arg, size_t *
     return GDX_OK;
 }
 
-// What Channel::poll hands records to for deliver_probed(): active messages of the ids asked for go to the user
-// as on_record() hands them; it stops at anything else, which is left in the ring for progress().
+// What Channel::poll hands records to for deliver_probed()'s general case: active messages of the ids the sink
+// asks for go to it; it stops at anything else, which is left in the ring for progress().
 struct ShmEp::ProbedDelivery {
     ShmEp &ep;
-    uint32_t am_ids;
+    const AmSink &sink;
     bool stopped = false;
+    // The sink takes this record (an active message of one of its ids, no granted copy in flight): it is handed over.
+    [[gnu::always_inline]] bool take(const RecHdr &h, const uint8_t *rec) const {
+        if (h.type != kRecAm || h.id >= kMaxAmId || ((sink.ids >> h.id) & 1) == 0 || ep.grant_outstanding())
+            [[unlikely]]
+            return false;
+        sink.fn(sink.ctx, h.id, const_cast<uint8_t *>(rec) + sizeof(RecHdr), h.len - sizeof(RecHdr));
+        return true;
+    }
     bool on_record(const RecHdr &h, const uint8_t *rec) {
-        if (h.type == kRecAm && h.id < kMaxAmId && ((am_ids >> h.id) & 1) != 0 && !ep.grant_outstanding()) [[likely]] {
-            ep.deliver_am(h, rec);
+        if (take(h, rec)) [[likely]]
             return true;
-        }
         stopped = true;
         return false;
     }
 };
 
-[[gnu::hot]] unsigned ShmEp::deliver_probed(void *ctx, IdleProbe::Word *w, uint32_t am_ids, bool *valid) {
+[[gnu::hot]] unsigned ShmEp::deliver_probed(void *ctx, IdleProbe::Word *w, const AmSink &sink, bool *valid) {
     ShmEp &ep = *static_cast<ShmEp *>(ctx);
-    ProbedDelivery d{ep, am_ids};
+    ProbedDelivery d{ep, sink};
     // One record, not a batch: the look for a second is instructions between UCP's handler and the reply it lets
     // UCP send, and a record already behind this one is announced by the re-pointed word at the next idle look,
-    // one call later (a burst so costs an idle look more per record than a batch would).
-    const unsigned n = ep.ch_.poll(d, 1);
+    // one call later (a burst so costs an idle look more per record than a batch would). The word said the record
+    // at the head is published: the common case (an active message for the sink) takes it without poll()'s second
+    // look at its seq word and its loop; anything else (a PAD first, another record) goes through poll().
     // Still covered by the probe, re-pointed at the ring's new head, when every record went and no other waits.
     // The rest of what add_probe_words() required still holds: only the handlers ran, and whatever they gave this
     // endpoint to do they did through calls that invalidate the probe themselves (IdleProbe::deliver's contract).
+    if (ep.ch_.take_announced([&d](const RecHdr &h, const uint8_t *rec) { return d.take(h, rec); }, &w->addr,
+                              &w->value, valid)) [[likely]]
+        return 1;
+    const unsigned n = ep.ch_.poll(d, 1);
     *valid = !d.stopped && ep.ch_.rx_head_word(&w->addr, &w->value);
     return n;
 }
