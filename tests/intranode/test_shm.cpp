@@ -2,6 +2,8 @@
 // and path (CMA both ways, the ring copy, CMA in one direction only), odd offsets, and key enforcement.
 #include "pair_fixture.h"
 #include "peer_map_contract.h"
+#include "transport/shm/get_path.h"
+#include "transport/shm/shm_iface.h"
 #include "transport/wire.h"
 
 #include <cstring>
@@ -101,6 +103,71 @@ TEST_P(ShmPair, PeerInitiatedPutGet) {
         fill_pattern(mine->ptr(), mine->size(), 21);
         ASSERT_EQ(call("fill p 33"), "ok"); // the get above overwrote part of it
     }
+}
+
+// Gets of one size, again and again, while the target (us) learns which way serves them (get_path.h): while it
+// learns it serves them by cross-memory attach and through the ring by turns, and every one is byte-exact.
+TEST_P(ShmPair, PeerGetsStayExactWhileTheTargetLearnsItsPath) {
+    constexpr size_t kLen = (1u << 20) + 3, kGets = 10;
+    std::unique_ptr<Buffer> mine;
+    ASSERT_EQ(Buffer::make(Kind::Host, -1, kLen + 8, 5, &mine), GDX_OK);
+    std::unique_ptr<tp::MemHandle> mh;
+    ASSERT_EQ(tp.iface->md().mem_reg(mine->ptr(), mine->size(), mine->info(), tp::kAccessRemoteRead, &mh), GDX_OK);
+    std::vector<uint8_t> rk(tp.iface->md().rkey_packed_size());
+    ASSERT_EQ(mh->pack_rkey(rk), GDX_OK);
+    RemoteBuf pb = alloc_remote("p", "host", kLen + 8, 3, 33);
+    char addr[32];
+    std::snprintf(addr, sizeof(addr), "%llx",
+                  static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(mine->ptr()) + 1));
+    for (size_t i = 0; i < kGets; ++i) {
+        SCOPED_TRACE("get " + std::to_string(i));
+        fill_pattern(mine->ptr(), mine->size(), 100 + i);
+        ASSERT_EQ(call("get p 2 " + std::to_string(kLen) + " " + addr + " " + hex(rk)), "done 0");
+        EXPECT_EQ(check_remote("p", 2, kLen, 100 + i, 1), "ok");
+        EXPECT_EQ(check_remote("p", 0, 2, 33, 0), "ok") << "bytes before the destination";
+    }
+    if (GetParam() != Mode::Cma) return; // where CMA is off, or from 4 KiB on, there is nothing to choose from
+    auto &paths = dynamic_cast<tp::shm::ShmIface &>(*tp.iface).get_paths();
+    using Path = tp::shm::GetPathChooser::Path;
+    EXPECT_GE(paths.samples(Path::Cma, kLen), tp::shm::GetPathChooser::kWarmSamples);
+    EXPECT_GE(paths.samples(Path::Ring, kLen), tp::shm::GetPathChooser::kWarmSamples)
+        << "never served through the ring";
+    EXPECT_GT(paths.rate(Path::Cma, kLen), 0);
+    EXPECT_GT(paths.rate(Path::Ring, kLen), 0);
+}
+
+// The choice itself, fed with made-up measurements.
+TEST(ShmGetPath, LearnsTheFasterWayPerSizeAndKeepsTryingTheOther) {
+    using C = tp::shm::GetPathChooser;
+    using Path = C::Path;
+    C off(false);
+    for (int i = 0; i < 40; ++i) ASSERT_EQ(off.choose(1u << 20, "test"), Path::Cma) << "GDX_SHM_CMA_LEARN=no";
+    C c(true);
+    const uint64_t mib = 1u << 20;
+    // Warm-up: by turns, by what was issued (no measurement has come back yet).
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(c.choose(mib, "test"), i % 2 ? Path::Ring : Path::Cma) << i;
+    for (unsigned i = 0; i < C::kWarmSamples; ++i) {
+        c.record(Path::Cma, mib, 30'000);  // 35 GB/s
+        c.record(Path::Ring, mib, 21'000); // 50 GB/s
+    }
+    c.record(Path::Ring, mib, 2'000'000); // a preempted copy: the median ignores it
+    EXPECT_NEAR(c.rate(Path::Ring, mib), 1048576.0 / 21'000, 0.01);
+    unsigned cma = 0, ring = 0;
+    for (unsigned i = 0; i < 16 * C::kExploreEvery; ++i) (c.choose(mib, "test") == Path::Ring ? ring : cma) += 1;
+    EXPECT_EQ(cma, 16u) << "the slower way, tried every kExploreEvery-th get";
+    EXPECT_EQ(ring, 16 * C::kExploreEvery - 16);
+    // Another size learns apart; a way measured under 2/3 of the other is tried more rarely.
+    const uint64_t big = 16u << 20;
+    for (unsigned i = 0; i < C::kWarmSamples; ++i) {
+        c.record(Path::Cma, big, 200'000);  // 84 GB/s
+        c.record(Path::Ring, big, 600'000); // 28 GB/s
+    }
+    cma = ring = 0;
+    for (unsigned i = 0; i < 4 * C::kExploreRarely; ++i) (c.choose(big, "test") == Path::Ring ? ring : cma) += 1;
+    EXPECT_EQ(ring, 4u);
+    // The memory changed (huge pages now): the ring's measurements age out of the window, the choice follows.
+    for (unsigned i = 0; i < C::kWindow; ++i) c.record(Path::Cma, mib, 10'000); // 105 GB/s
+    EXPECT_EQ(c.choose(mib + 1, "test"), Path::Cma);
 }
 
 TEST_P(ShmPair, ActiveMessagesEcho) {

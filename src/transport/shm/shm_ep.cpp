@@ -287,7 +287,13 @@ void ShmEp::handle_cma_request(bool put, const uint8_t *body, size_t len) {
         px->grant.seq.store(++grant_seq_, std::memory_order_release);
         ch_.signal_peer();
     }
-    if (mine > 0) st = put ? cma_read(ch_.peer_pid(), ptr, r.laddr, mine) : cma_write(ch_.peer_pid(), ptr, r.laddr, mine);
+    // A get both ways could serve (serve_by_ring): our share's time is the get's, the initiator's share running
+    // beside it; its rate goes to the choice.
+    const bool measured = !put && me && peer && r.len >= iface_->tun().cma_thresh && iface_->tun().cma_learn;
+    const int64_t t0 = measured ? clock::now_ns() : 0;
+    if (mine > 0)
+        st = put ? cma_read(ch_.peer_pid(), ptr, r.laddr, mine) : cma_write(ch_.peer_pid(), ptr, r.laddr, mine);
+    if (measured && st == GDX_OK) iface_->get_paths().record(GetPathChooser::Path::Cma, r.len, clock::now_ns() - t0);
     op_done(r.op, st, granted);
 }
 
@@ -354,6 +360,16 @@ void ShmEp::handle_put_data(const RecHdr &h, const uint8_t *rec, size_t len) {
     }
 }
 
+bool ShmEp::serve_by_ring(const ReqBody &r) {
+    const ShmTunables &tun = iface_->tun();
+    if (!tun.cma_learn || r.len < tun.cma_thresh || r.len == 0 || r.raddr > UINT64_MAX - r.len || !ch_.i_can_cma() ||
+        !ch_.peer_can_cma() || iface_->get_paths().choose(r.len, kComp) != GetPathChooser::Path::Ring)
+        return false;
+    gets_.push_back({r.op, r.key, r.raddr, r.len, 0, true, false, 0});
+    serve_get_streams();
+    return true;
+}
+
 bool ShmEp::serve_get_streams() {
     bool any = false;
     RkeyTable &t = iface_->shm_md().table();
@@ -367,6 +383,20 @@ bool ShmEp::serve_get_streams() {
         uint8_t *ptr = nullptr;
         std::string why;
         gdx_status_t st = t.check(pin, s.key, s.raddr + s.off, n, kAccessRemoteRead, &ptr, &why);
+        // Registered and probed at registration, but the owner may have unmapped or protected it since: probed
+        // again (the whole source, once, ~0.4 us where the kernel answers PROCMAP_QUERY) before the first record,
+        // so that it fails this get, not the process. The records then copy with memcpy straight into the ring;
+        // a copy through process_vm_readv on ourselves (the guard before) pinned every page, ~3 us per record.
+        // What this leaves: the owner unmapping the source while the get streams, which nothing here can see.
+        if (st == GDX_OK && !s.probed) {
+            s.probed = true;
+            uint8_t *all = nullptr;
+            if (t.check(pin, s.key, s.raddr, s.len, kAccessRemoteRead, &all, &why) == GDX_OK &&
+                mem::probe_host_range(all, s.len, true, false, kComp) != GDX_OK) {
+                st = GDX_ERR_INVALID_ADDR;
+                why = std::string("the registered source is no longer readable (") + last_error() + ")";
+            }
+        }
         if (st != GDX_OK) {
             log_refusal(st, why, "refused get of %" PRIu64 " bytes at 0x%" PRIx64 " from pid %d: %s", s.len,
                         s.raddr, static_cast<int>(ch_.peer_pid()), why.c_str());
@@ -375,22 +405,20 @@ bool ShmEp::serve_get_streams() {
             gets_.pop_front();
             continue;
         }
-        // A guarded copy into scratch first: memory unmapped after registration fails this get, not the process.
-        if (!ch_.can_push(sizeof(RecHdr) + sizeof(b) + n)) break;
-        get_scratch_.resize(std::max(get_scratch_.size(), n));
-        if (int e = n ? mem::guarded_copy(get_scratch_.data(), ptr, n) : 0; e != 0) {
-            log_refusal(GDX_ERR_INVALID_ADDR, "source gone", "get of %" PRIu64 " bytes at 0x%" PRIx64 " from pid %d: "
-                        "the registered source is no longer readable (%s)", s.len, s.raddr,
-                        static_cast<int>(ch_.peer_pid()), std::strerror(e));
-            b.status = GDX_ERR_INVALID_ADDR;
-            reply(kRecGetData, kFlagLast, &b, sizeof(b));
-            gets_.pop_front();
-            continue;
-        }
-        if (!ch_.push(kRecGetData, 0, flags, &b, sizeof(b), get_scratch_.data(), n)) break;
+        uint8_t *dst = ch_.begin_record(sizeof(b) + n);
+        if (dst == nullptr) break;
+        std::memcpy(dst, &b, sizeof(b));
+        const int64_t t0 = s.measured ? clock::now_ns() : 0;
+        if (n) std::memcpy(dst + sizeof(b), ptr, n);
+        if (s.measured) s.copy_ns += clock::now_ns() - t0;
+        ch_.end_record(kRecGetData, 0, flags, sizeof(b) + n);
         any = true;
         s.off += n;
-        if (flags & kFlagLast) gets_.pop_front();
+        if (flags & kFlagLast) {
+            if (s.measured)
+                iface_->get_paths().record(GetPathChooser::Path::Ring, s.len, s.copy_ns);
+            gets_.pop_front();
+        }
     }
     return any;
 }
@@ -450,7 +478,7 @@ bool ShmEp::on_other_record(const RecHdr &h, const uint8_t *rec) {
             break;
         }
         if ((h.flags & kFlagRing) == 0) {
-            handle_cma_request(false, body, blen);
+            if (!serve_by_ring(r)) handle_cma_request(false, body, blen);
         } else if (r.len == 0 || r.raddr > UINT64_MAX - r.len) {
             GetDataBody b{r.op, 0, GDX_ERR_ACCESS_DENIED, 0, {}};
             reply(kRecGetData, kFlagLast, &b, sizeof(b));

@@ -9,6 +9,7 @@
 #include "transport/pending_queue.h"
 #include "transport/rkey_table.h"
 #include "transport/soft_key_md.h"
+#include "transport/shm/get_path.h"
 #include "transport/shm/hub.h"
 #include "transport/shm/peer_map.h"
 #include "transport/shm/shm_proto.h"
@@ -155,6 +156,9 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     };
     struct GetStream { // a ring-copy get we serve as target
         uint64_t op, key, raddr, len, off;
+        bool measured = false;  // asked for CMA, served through the ring: its rate goes to get_paths()
+        bool probed = false;    // its source passed the access probe (serve_get_streams)
+        int64_t copy_ns = 0;    // time spent copying its records, when measured
     };
 
     gdx_status_t check_op(const char *what, size_t len, const RemoteKey &rkey, uint64_t raddr, unsigned need,
@@ -172,6 +176,8 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     bool drain_replies();
     bool serve_get_streams();
     void handle_cma_request(bool put, const uint8_t *body, size_t len);
+    // A get the initiator asked to be served by CMA that get_paths() gives to the ring instead.
+    bool serve_by_ring(const ReqBody &r);
     void handle_put_data(const RecHdr &h, const uint8_t *body, size_t len);
     void handle_get_data(const RecHdr &h, const uint8_t *body, size_t len);
     // What a fence waits for: operations issued and not completed, ring-copy puts with fragments left.
@@ -215,7 +221,6 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     std::deque<Op *> sendq_;   // ring-copy puts with fragments left to push
     std::deque<Reply> replies_;
     std::deque<GetStream> gets_;
-    std::vector<uint8_t> get_scratch_; // a get's source read by a guarded copy before it enters the ring
     std::unordered_map<uint64_t, gdx_status_t> put_errors_; // ring-copy puts that failed part-way (target side)
     PendingQueue pending_;
     uint64_t grant_seq_ = 0, serviced_grant_ = 0, grant_key_ = 0;
@@ -231,6 +236,7 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
 struct ShmTunables {
     size_t cma_thresh = 1u << 20;
     size_t cma_split = 262144;
+    bool cma_learn = true; // GDX_SHM_CMA_LEARN
     int64_t peer_timeout_ns = 10'000'000'000;
 };
 
@@ -261,6 +267,8 @@ class ShmIface final : public InterfaceBase {
     Hub &hub() { return *hub_; }
     ShmMd &shm_md() { return md_; }
     const ShmTunables &tun() const { return tun_; }
+    // How this interface serves peers' large host gets (get_path.h): measured over all its endpoints.
+    GetPathChooser &get_paths() { return get_paths_; }
     void add_ep(ShmEp *ep) { eps_.push_back(ep); }
     void remove_ep(ShmEp *ep);
     // A destroyed endpoint's own segment: unmapped at the next progress() while an idle probe filled since the last
@@ -284,6 +292,7 @@ class ShmIface final : public InterfaceBase {
     std::unique_ptr<Hub> hub_;
     ShmMd md_;
     ShmTunables tun_;
+    GetPathChooser get_paths_{true};
     std::vector<ShmEp *> eps_;
     std::vector<Segment> retired_; // retire()
     bool probe_out_ = false;       // fill_idle_probe() handed out words since the last progress()
