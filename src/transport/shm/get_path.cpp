@@ -27,7 +27,10 @@ GetPathChooser::Path GetPathChooser::choose(uint64_t len, const char *component)
                     rate[idx(best)], best == Path::Ring ? "by cross-memory attach" : "through the ring",
                     rate[idx(best) ^ 1]);
         }
-        const unsigned every = rate[idx(best) ^ 1] * 3 < rate[idx(best)] * 2 ? kExploreRarely : kExploreEvery;
+        const double other = rate[idx(best) ^ 1], fast = rate[idx(best)];
+        const unsigned every = other * 3 < fast       ? kExploreSeldom
+                               : other * 3 < fast * 2 ? kExploreRarely
+                                                      : kExploreEvery;
         pick = b.gets % every == 0 ? static_cast<Path>(idx(best) ^ 1) : best;
     }
     ++b.issued[idx(pick)];
@@ -37,6 +40,10 @@ GetPathChooser::Path GetPathChooser::choose(uint64_t len, const char *component)
 void GetPathChooser::record(Path path, uint64_t len, int64_t ns) {
     if (!learn_ || len == 0) return;
     Bucket &b = b_[bucket_of(len)];
+    if (!b.cold_seen[idx(path)]) {
+        b.cold_seen[idx(path)] = true; // first touches: not the way's rate (get_path.h)
+        return;
+    }
     const double r = static_cast<double>(len) / static_cast<double>(ns > 0 ? ns : 1);
     b.last[idx(path)][b.samples[idx(path)]++ % kWindow] = static_cast<float>(r);
 }

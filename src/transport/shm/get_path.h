@@ -6,11 +6,15 @@
 // with huge pages CMA ran at ~95 (bench/results/cpu-2026-11-28/). What the memory is made of is not cheap to ask
 // the kernel, so the target measures: per power-of-two size, the rate each way served its gets, as bytes over the
 // target's own copying time (CMA: its share, which the initiator's share runs beside; the ring: its copies into
-// the records, which the initiator's copies out of them run behind). Not the time from the first record to the
-// last: requests the target serves meanwhile (a CMA get waiting behind the stream) would count against the ring.
+// the records, which the initiator's copies out of them run behind). Not the time until the initiator has the
+// last byte: tried (2026-11-29), a ring get timed so while the other gets went by CMA took 4-30 times as long as
+// alone, the initiator being busy with those CMA gets' shares; a try of the other way must be measured by what
+// that way costs alone.
 // It tries each way until it has a few measurements of both, then serves by the faster (the median of the last
 // kWindow measurements each: a vCPU preempted mid-copy makes outliers) and keeps trying the other now and then
-// (kExploreEvery), so that it follows the memory when it changes.
+// (kExploreEvery), so that it follows the memory when it changes. The first get of each way in a size is not
+// measured: it pays for first touches (the initiator's pages faulted in, the ring's records pulled into the
+// caches), and a cold first CMA sample, the one the warm-up starts with, could hand a short run to a slower ring.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +24,14 @@ namespace gdx::tp::shm {
 class GetPathChooser {
   public:
     enum class Path : uint8_t { Cma = 0, Ring = 1 };
-    static constexpr unsigned kWarmSamples = 3; // measurements of each way before the faster one is trusted
+    static constexpr unsigned kWarmSamples = 2; // measurements of each way before the faster one is trusted (after
+                                                // the unmeasured first one)
     // The other way is tried every kExploreEvery-th get, every kExploreRarely-th while it measured under 2/3 of
-    // the faster (a try of a way that slow costs more than it tells).
+    // the faster, every kExploreSeldom-th under 1/3: a try costs (faster / other - 1) gets' time, so the tries cost
+    // at most ~3 % of the time wherever the other way runs at more than 1/9 of the faster.
     static constexpr unsigned kExploreEvery = 16;
     static constexpr unsigned kExploreRarely = 64;
+    static constexpr unsigned kExploreSeldom = 256;
     static constexpr unsigned kWindow = 8;
 
     // `learn` false: always CMA (GDX_SHM_CMA_LEARN=no, the behaviour before the choice existed).
@@ -43,6 +50,7 @@ class GetPathChooser {
     struct Bucket {
         float last[2][kWindow] = {};
         uint32_t samples[2] = {0, 0};
+        bool cold_seen[2] = {false, false}; // the first get of each way came back, not measured
         uint32_t issued[2] = {0, 0};
         uint32_t gets = 0;
         int8_t reported = -1; // the way the log line named, -1 before it
