@@ -18,7 +18,7 @@
 // Why the look is safe without the lock: the probe and its readiness are written only by a full progress, under
 // the lock, and progress calls never overlap (UCP serializes them); the memory behind the words outlives any
 // endpoint destroyed meanwhile until the next full progress (ShmIface::retire). A touch that races with the probe's
-// filling is seen at the latest by the next kFullEvery-th call: a delay, never lost work.
+// filling is seen at the latest by the next full progress (one kernel tick): a delay, never lost work.
 //
 // When a word changes, the transport first delivers what that word announces (IdleProbe::deliver: shm hands UCP
 // the messages in that endpoint's ring) and re-points the word; a full progress runs only when that is not all
