@@ -1,5 +1,7 @@
 #include "transport/transport.h"
 
+#include "core/log.h"
+
 #include <cstdio>
 
 namespace gdx::tp {
@@ -14,6 +16,14 @@ const char *reach_name(Reach r) {
     case Reach::Ipc: return "cuda-ipc";
     }
     return "?";
+}
+
+void note_sink_status(int status, uint8_t id) {
+    // UCT's contract: a handler called without UCT_CB_PARAM_FLAG_DESC returns UCS_OK (it cannot keep the buffer,
+    // which the ring reuses at once). Another answer is the receiver's error, not a reason to stop the delivery.
+    GDX_LOG_ONCE(log::Level::Warn, "transport", "am-sink-status",
+                 "the receiver of active message %u returned status %d for a buffer it may not keep (expected 0); "
+                 "the message counts as delivered", id, status);
 }
 
 gdx_status_t Endpoint::am_short_hdr(uint8_t id, uint64_t header, const void *payload, size_t len) {

@@ -275,21 +275,36 @@ class Endpoint {
 // but those words is left to wait on; quiet() then answers in a few loads, lock-free, until a word changes.
 // Sockets, clocks and this process's own calls are not words: the owner still runs progress() every so often and
 // after every call that may have given the interface work (src/uct/bridge_idle.cpp).
-// Where an idle probe's delivery (IdleProbe::deliver) hands the active messages it may take: one function for
-// every id in `ids`, which the probe's owner registered (set_am_handler) with handlers that reach that same
-// function. The delivery calls it directly, where the handler table took two calls (the owner's handler, then what
-// it forwards to). `data` is the transport's receive buffer, valid during the call only.
+// Where an idle probe's delivery (IdleProbe::deliver) hands the active messages it may take: a table of receivers
+// indexed by id, of which it calls those whose bit is set in `ids`. The table is the owner's, read at each call: the
+// UCX module lends UCT's own handler table (uct_am_handler_t, whose layout and calling convention AmSinkHandler
+// repeats; the glue checks both), so that a message goes from the ring word to UCP's handler with no layer between
+// (src/uct/bridge_idle.cpp), and a handler UCP replaces is the one called next. A receiver gets the transport's
+// receive buffer, valid during the call only, and flags 0 (it may not keep the buffer); it returns 0, any other
+// status is logged once (note_sink_status) and the message counts as delivered.
+struct AmSinkHandler {
+    int8_t (*fn)(void *arg, void *data, size_t len, unsigned flags); // UCT's status: a signed byte
+    void *arg;
+    uint32_t flags; // the owner's (UCT's callback flags); the delivery ignores them
+};
 struct AmSink {
-    void (*fn)(void *ctx, uint8_t id, void *data, size_t len) = nullptr;
-    void *ctx = nullptr;
+    const AmSinkHandler *table = nullptr; // kMaxAmId entries
     uint32_t ids = 0;
 };
+// A sink's receiver returned `status` for active message `id`: logged once per process, at warn.
+void note_sink_status(int status, uint8_t id);
 
 struct IdleProbe {
     static constexpr unsigned kMaxWords = 32;
     struct Word;
+    // What a delivery did: how many messages it handed over, and whether the probe still covers what is left
+    // (deliver()). Returned in registers: a flag behind a pointer would go through memory on the receive path.
+    struct Delivered {
+        unsigned n;
+        bool valid;
+    };
     // Delivers what word `w` announces (see deliver()); `ctx` is the transport's.
-    using DeliverFn = unsigned (*)(void *ctx, Word *w, const AmSink &sink, bool *valid);
+    using DeliverFn = Delivered (*)(void *ctx, Word *w, const AmSink &sink);
     struct Word {
         const std::atomic<uint64_t> *addr;
         // on_equal false: the word holds `value` until a peer gives us work. on_equal true: the word will hold
@@ -331,9 +346,13 @@ struct IdleProbe {
     // through the interface: this is the receive path of every small message through UCX, where each instruction
     // between the message's arrival and the reply is latency (bench/results/gpu-2026-11-27b/).
     unsigned deliver(unsigned i, const AmSink &sink, bool *valid) {
-        if (i < n && words[i].deliver != nullptr) return words[i].deliver(words[i].ctx, &words[i], sink, valid);
-        *valid = false;
-        return 0;
+        if (i >= n || words[i].deliver == nullptr) [[unlikely]] {
+            *valid = false;
+            return 0;
+        }
+        const Delivered d = words[i].deliver(words[i].ctx, &words[i], sink);
+        *valid = d.valid;
+        return d.n;
     }
 
   private:

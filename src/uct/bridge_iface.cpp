@@ -9,6 +9,7 @@
 #include "uct/config_vars.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -21,11 +22,16 @@ namespace {
 constexpr size_t kCompChunk = 64;
 constexpr size_t kAddrHeader = 2; // little-endian length of the gdx address inside the padded UCT address
 
+// The transport's handler for UCP's ids (its progress() path; the idle look's delivery calls the same receiver
+// itself, ShmEp::deliver_probed): the id's entry in the glue's table, read at each message since UCP may replace
+// the handler.
 [[gnu::hot]] void am_trampoline(void *arg, tp::Endpoint * /*ep*/, const void *data, size_t length) {
-    auto *slot = static_cast<AmSlot *>(arg);
-    // UCT's handler signature takes a mutable pointer; without UCT_CB_PARAM_FLAG_DESC the handler must not
-    // keep it, and UCP copies what it keeps. The bytes are the transport's receive buffer.
-    gdx_uct_glue_am(slot->glue, slot->id, const_cast<void *>(data), length);
+    const auto *slot = static_cast<const AmSlot *>(arg);
+    const tp::AmSinkHandler &r = slot->table[slot->id];
+    // UCT's handler signature takes a mutable pointer; without UCT_CB_PARAM_FLAG_DESC the handler must not keep
+    // it, and UCP copies what it keeps. The bytes are the transport's receive buffer.
+    if (const int st = r.fn(r.arg, const_cast<void *>(data), length, 0); st != 0) [[unlikely]]
+        tp::note_sink_status(st, slot->id);
 }
 
 void comp_done(tp::Completion *self) {
@@ -232,12 +238,18 @@ extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_nam
                             iface->scratch_len);
         }
     }
-    iface->am_sink.fn = gdx_uct_glue_am; // what am_trampoline calls, for the ids below
-    iface->am_sink.ctx = iface->glue;
+    // UCP's handlers, which am_trampoline and the idle look's delivery call, for the ids below. The same fields
+    // and callback (the glue checks them against UCT's).
+    static_assert(sizeof(tp::AmSinkHandler) == sizeof(gdx_uct_am_handler_t) &&
+                  offsetof(tp::AmSinkHandler, fn) == offsetof(gdx_uct_am_handler_t, cb) &&
+                  offsetof(tp::AmSinkHandler, arg) == offsetof(gdx_uct_am_handler_t, arg) &&
+                  offsetof(tp::AmSinkHandler, flags) == offsetof(gdx_uct_am_handler_t, flags) &&
+                  tp::kMaxAmId == GDX_UCT_AM_IDS);
+    iface->am_sink.table = reinterpret_cast<const tp::AmSinkHandler *>(gdx_uct_glue_am_table(iface->glue));
     for (unsigned id = 0; id < tp::kMaxAmId; ++id) {
         if (id == kEngineAmId && md->ue) continue; // the engine's control messages: never UCP's
         iface->am_sink.ids |= uint32_t{1} << id;   // UCP's: the idle look may deliver them (bridge_idle.cpp)
-        iface->slots[id] = AmSlot{iface->glue, static_cast<uint8_t>(id)};
+        iface->slots[id] = AmSlot{iface->am_sink.table, static_cast<uint8_t>(id)};
         gdx_status_t st = iface->itf->set_am_handler(static_cast<uint8_t>(id), am_trampoline, &iface->slots[id]);
         if (st != GDX_OK) {
             if (iface->owned == nullptr) md->anchor_lent = false;

@@ -117,10 +117,9 @@ struct GdxUctPending {
     GdxUctPending *prev = nullptr, *next = nullptr; // ep's list of live nodes
 };
 
-// What am_trampoline needs to hand a message to UCT: the glue's interface itself, not the bridge's that points at
-// it (one dependent load less between a message's arrival and UCP's handler).
+// What am_trampoline needs to hand a message to UCP: the glue's table of receivers (gdx_uct_glue_am_table) and the id.
 struct AmSlot {
-    void *glue = nullptr;
+    const gdx::tp::AmSinkHandler *table = nullptr;
     uint8_t id = 0;
 };
 
@@ -192,7 +191,7 @@ struct gdx_uct_iface {
     // comes once per tick while words change on every call (a stream of messages).
     int probe_hit = -1;
     // A probed delivery hands UCP's active messages (not the engine's: they stay with Engine::progress) straight to
-    // the glue's gdx_uct_glue_am, where the transport's handler table goes through am_trampoline to it.
+    // UCP's handlers in the glue's table, where the transport's handler table goes through am_trampoline to them.
     gdx::tp::AmSink am_sink;
     void touched() { probe_ready.store(false, std::memory_order_relaxed); }
     // A probed delivery without the async lock (bridge_idle.cpp): on where GDX_UCT_LOCKFREE and this process's

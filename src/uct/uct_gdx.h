@@ -124,7 +124,7 @@ typedef struct {
     double latency_s, bandwidth_Bps;
 } gdx_uct_iface_attr_t;
 
-/* glue_iface is handed back in gdx_uct_glue_am. */
+/* glue_iface is handed back in gdx_uct_glue_am_table. */
 gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_name, void *glue_iface,
                                 gdx_uct_iface_t **out);
 void gdx_uct_iface_close(gdx_uct_iface_t *iface);
@@ -202,8 +202,20 @@ void gdx_uct_ep_pending_purge(gdx_uct_ep_t *ep, void (*cb)(void *req, void *arg)
 
 /* ---- implemented by the C glue, called by the bridge ------------------------------------------------ */
 
-/* An active message arrived on the interface opened with glue_iface; data is valid during the call only. */
-void gdx_uct_glue_am(void *glue_iface, uint8_t id, void *data, size_t len);
+/* One active-message id's receiver: UCT's uct_am_handler_t, field for field (uct_gdx_iface.c checks the layout; the
+ * callback returns ucs_status_t, a packed signed byte). */
+typedef struct gdx_uct_am_handler {
+    int8_t (*cb)(void *arg, void *data, size_t length, unsigned flags);
+    void *arg;
+    uint32_t flags;
+} gdx_uct_am_handler_t;
+/* Where the active messages that arrive on the interface opened with glue_iface go: a table of GDX_UCT_AM_IDS
+ * receivers indexed by id, read at each message (UCP may replace a handler at any time). UCT's own handler table
+ * where UCX counts nothing per message; with UCX's statistics built in, one whose receivers count as UCT's own
+ * delivery does (uct_iface_invoke_am). The bridge calls a receiver with flags 0: data is valid during the call
+ * only. */
+#define GDX_UCT_AM_IDS 32
+const gdx_uct_am_handler_t *gdx_uct_glue_am_table(void *glue_iface);
 /* A UCT completion (uct_completion_t*) finished with status. */
 void gdx_uct_glue_complete(void *comp, gdx_status_t status);
 /* Dispatches a parked UCT request (uct_pending_req_t*): GDX_OK (done) or GDX_ERR_NO_RESOURCE (keep it). */

@@ -58,6 +58,13 @@ typedef struct uct_gdx_iface_config {
     uct_iface_config_t super;
 } uct_gdx_iface_config_t;
 
+#if ENABLE_STATS
+typedef struct uct_gdx_am_slot {
+    struct uct_gdx_iface *iface;
+    uint8_t              id;
+} uct_gdx_am_slot_t;
+#endif
+
 typedef struct uct_gdx_iface {
     uct_base_iface_t     super;
     gdx_uct_iface_t      *bridge;
@@ -65,6 +72,10 @@ typedef struct uct_gdx_iface {
     uint64_t             system_id;   /* device address: intra-node transports reach this host only */
     void                 *scratch;    /* am_short_iov of more than GDX_UCT_MAX_SEGS entries, gathered */
     size_t               scratch_size;
+#if ENABLE_STATS
+    uct_gdx_am_slot_t    am_slots[GDX_UCT_AM_IDS];   /* gdx_uct_glue_am_table's receivers, with UCX's statistics */
+    gdx_uct_am_handler_t am_counted[GDX_UCT_AM_IDS];
+#endif
 } uct_gdx_iface_t;
 
 typedef struct uct_gdx_ep {

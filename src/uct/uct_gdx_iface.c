@@ -8,6 +8,7 @@
 #include <uct/base/uct_iov.inl>
 
 #include <poll.h>
+#include <stddef.h>
 #include <string.h>
 
 ucs_config_field_t uct_gdx_iface_config_table[] = {
@@ -343,12 +344,49 @@ static void uct_gdx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_
 
 /* ---- callbacks from the bridge --------------------------------------------------------------------- */
 
-UCT_GDX_HOT void gdx_uct_glue_am(void *glue_iface, uint8_t id, void *data, size_t len)
+/* The bridge calls UCP's handlers through a gdx_uct_am_handler_t table, lent from UCT itself where it can: the same
+ * fields, the same callback. */
+_Static_assert(GDX_UCT_AM_IDS == UCT_AM_ID_MAX, "the bridge's table of active-message receivers is not UCT's size");
+_Static_assert(sizeof(gdx_uct_am_handler_t) == sizeof(uct_am_handler_t) &&
+               offsetof(gdx_uct_am_handler_t, cb) == offsetof(uct_am_handler_t, cb) &&
+               offsetof(gdx_uct_am_handler_t, arg) == offsetof(uct_am_handler_t, arg) &&
+               offsetof(gdx_uct_am_handler_t, flags) == offsetof(uct_am_handler_t, flags),
+               "uct_am_handler_t's layout changed: gdx_uct_am_handler_t must follow it");
+_Static_assert(__builtin_types_compatible_p(uct_am_callback_t, ucs_status_t (*)(void*, void*, size_t, unsigned)),
+               "uct_am_callback_t changed: gdx_uct_am_handler_t's cb must follow it");
+_Static_assert((sizeof(ucs_status_t) == sizeof(int8_t)) && ((ucs_status_t)-1 < 0),
+               "ucs_status_t is no longer a packed signed byte: gdx_uct_am_handler_t's cb must follow it");
+
+#if ENABLE_STATS
+/* UCX's statistics count each message a handler gets in uct_iface_invoke_am: with them built in, the bridge's
+ * receivers go through it rather than straight to UCP's handlers. */
+static ucs_status_t uct_gdx_am_counted(void *arg, void *data, size_t length, unsigned flags)
+{
+    uct_gdx_am_slot_t *slot = arg;
+
+    return uct_iface_invoke_am(&slot->iface->super, slot->id, data, (unsigned)length, flags);
+}
+#endif
+
+const gdx_uct_am_handler_t *gdx_uct_glue_am_table(void *glue_iface)
 {
     uct_gdx_iface_t *iface = glue_iface;
+#if ENABLE_STATS
+    unsigned id;
 
-    /* No UCT_CB_PARAM_FLAG_DESC: the handler may not keep `data` (UCP copies what it keeps). */
-    uct_iface_invoke_am(&iface->super, id, data, (unsigned)len, 0);
+    for (id = 0; id < GDX_UCT_AM_IDS; ++id) {
+        iface->am_slots[id].iface    = iface;
+        iface->am_slots[id].id       = (uint8_t)id;
+        iface->am_counted[id].cb    = uct_gdx_am_counted;
+        iface->am_counted[id].arg   = &iface->am_slots[id];
+        iface->am_counted[id].flags = 0;
+    }
+    return iface->am_counted;
+#else
+    /* UCT's own table: uct_iface_invoke_am adds nothing to the call but an assertion in builds with them, that
+     * the handler did not keep the buffer (the bridge logs that answer instead, tp::note_sink_status). */
+    return (const gdx_uct_am_handler_t*)iface->super.am;
+#endif
 }
 
 void gdx_uct_glue_complete(void *comp, gdx_status_t st)

@@ -3,6 +3,7 @@
 // message is checked byte for byte and in order; back-pressure, pack callbacks returning 0 or fewer bytes than they
 // could, bad arguments, the wakeup handshake's failed barrier.
 #include "common.h"
+#include "support/log_capture.h"
 #include "transport/shm/shm_iface.h"
 
 #include <gtest/gtest.h>
@@ -34,14 +35,24 @@ class ShmAm : public ::testing::Test {
         const auto *p = static_cast<const uint8_t *>(data);
         self->got.emplace_back(p, p + len);
     }
-    // What the UCX module hands a probed delivery (IdleProbe::deliver): messages of `ids` go to on_sink, which
-    // records them as on_am does, and counts them apart (they must not come through the handler table).
-    tp::AmSink sink(uint32_t ids) { return tp::AmSink{on_sink, this, ids}; }
-    static void on_sink(void *ctx, uint8_t id, void *data, size_t len) {
-        auto *self = static_cast<ShmAm *>(ctx);
-        EXPECT_EQ(id, kId) << "the sink got an id it did not ask for";
+    // What the UCX module hands a probed delivery (IdleProbe::deliver): a table of receivers by id, of which those
+    // in `ids` may be called. kId's records its messages as on_am does and counts them apart (they must not come
+    // through the handler table); every other id's fails the test.
+    tp::AmSink sink(uint32_t ids) {
+        for (unsigned id = 0; id < tp::kMaxAmId; ++id)
+            receivers[id] = tp::AmSinkHandler{id == kId ? on_sink : on_wrong_id, this, 0};
+        return tp::AmSink{receivers, ids};
+    }
+    static int8_t on_sink(void *arg, void *data, size_t len, unsigned flags) {
+        auto *self = static_cast<ShmAm *>(arg);
+        EXPECT_EQ(flags, 0u) << "the receiver may not keep the ring's buffer";
         ++self->sunk;
-        on_am(ctx, nullptr, data, len);
+        on_am(arg, nullptr, data, len);
+        return 0;
+    }
+    static int8_t on_wrong_id(void *, void *, size_t, unsigned) {
+        ADD_FAILURE() << "the sink's receiver of an id it did not ask for was called";
+        return 0;
     }
     // Waits for `n` messages.
     ::testing::AssertionResult receive(size_t n) {
@@ -54,6 +65,7 @@ class ShmAm : public ::testing::Test {
     std::unique_ptr<tp::Endpoint> a, b;
     std::deque<std::vector<uint8_t>> got;
     size_t sunk = 0; // of those, how many came through sink()
+    tp::AmSinkHandler receivers[tp::kMaxAmId] = {};
 };
 
 // What a pack callback writes: `len` pattern bytes of `seed`; counts its calls.
@@ -372,13 +384,12 @@ TEST_F(ShmAm, QuietOnlyWhenProgressHasNothingToDo) {
 TEST(IdleProbeWords, ChangedAndExpectedWordsAndDelivery) {
     std::atomic<uint64_t> mailbox{7}, ring_word{0x1234};
     unsigned calls = 0;
-    auto deliver = [](void *ctx, tp::IdleProbe::Word *w, const tp::AmSink &sink, bool *valid) -> unsigned {
+    auto deliver = [](void *ctx, tp::IdleProbe::Word *w, const tp::AmSink &sink) -> tp::IdleProbe::Delivered {
         ++*static_cast<unsigned *>(ctx);
         w->value += 64; // re-pointed: the next record's value
-        *valid = sink.ids != 0;
-        return 1;
+        return {1, sink.ids != 0};
     };
-    const tp::AmSink one_id{nullptr, nullptr, 1};
+    const tp::AmSink one_id{nullptr, 1};
     tp::IdleProbe probe;
     ASSERT_TRUE(probe.add(&mailbox, 7));
     ASSERT_TRUE(probe.add_expected(&ring_word, 0x8000, &calls, deliver));
@@ -418,7 +429,7 @@ TEST_F(ShmAm, IdleProbeTurnsBusyForEveryRecordAndOnlyThen) {
     for (uint64_t i = 0; i < kMessages; ++i) {
         ASSERT_TRUE(idle());
         ASSERT_TRUE(tp.iface->fill_idle_probe(&probe)) << "message " << i << ": no probe from an idle interface";
-        ASSERT_EQ(probe.n, 4u) << "two words per endpoint: the ring's next seq word and the grant mailbox";
+        ASSERT_EQ(probe.n, 2u) << "one word per endpoint, the ring's next seq word (no grant comes while idle)";
         ASSERT_TRUE(probe.quiet()) << "message " << i << ": busy with nothing sent";
         fill_pattern(msg.data(), msg.size(), i);
         ASSERT_EQ(a->am_short(kId, msg.data(), msg.size()), GDX_OK) << i;
@@ -461,7 +472,7 @@ TEST_F(ShmAm, ProbedDeliveryKeepsTheProbeValidThroughWrapsAndPads) {
     ASSERT_TRUE(progress_until(*tp.iface, [&] { return tp.iface->progress() == 0; }, kLimit));
     tp::IdleProbe probe;
     ASSERT_TRUE(tp.iface->fill_idle_probe(&probe));
-    ASSERT_EQ(probe.n, 4u);
+    ASSERT_EQ(probe.n, 2u);
     std::vector<uint8_t> msg(tp.iface->caps().max_am_short);
     uint64_t seed = 0, delivered = 0;
     for (unsigned round = 0; round < 1500; ++round) {
@@ -518,11 +529,6 @@ TEST_F(ShmAm, ProbedDeliveryLeavesWhatItMayNotDeliverToProgress) {
     const int i = probe.changed();
     ASSERT_GE(i, 0);
     bool valid = true;
-    // A grant mailbox's word: nothing the probed path may do.
-    const unsigned grant_word = static_cast<unsigned>(i) % 2 == 0 ? static_cast<unsigned>(i) + 1 : 0;
-    EXPECT_EQ(probe.deliver(grant_word, sink(1u << kId), &valid), 0u);
-    EXPECT_FALSE(valid);
-    valid = true;
     EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), sink(0), &valid), 0u) << "no id asked for";
     EXPECT_FALSE(valid);
     EXPECT_TRUE(got.empty());
@@ -540,6 +546,37 @@ TEST_F(ShmAm, ProbedDeliveryLeavesWhatItMayNotDeliverToProgress) {
     EXPECT_EQ(other_got, std::vector<uint8_t>(two, two + sizeof(two)));
     EXPECT_EQ(got[1], std::vector<uint8_t>(three, three + sizeof(three)));
     EXPECT_EQ(sunk, 1u) << "the first through the sink; progress() hands the others to the handler table";
+}
+
+// A receiver that answers other than 0 (a UCT handler called without UCT_CB_PARAM_FLAG_DESC may not): the delivery
+// logs it once, naming the id and the status, and goes on. The message counts as delivered, the bytes it got are
+// right and the probe stays valid; a second refusal logs nothing more.
+TEST_F(ShmAm, ProbedDeliveryLogsAReceiversStatusOnceAndGoesOn) {
+    open();
+    ASSERT_TRUE(progress_until(*tp.iface, [&] { return tp.iface->progress() == 0; }, kLimit));
+    tp::IdleProbe probe;
+    ASSERT_TRUE(tp.iface->fill_idle_probe(&probe));
+    const tp::AmSink refusing = sink(1u << kId);
+    receivers[kId].fn = [](void *arg, void *data, size_t len, unsigned flags) -> int8_t {
+        on_sink(arg, data, len, flags);
+        return -2; // UCS_ERR_NO_MESSAGE's value: any non-zero status
+    };
+    LogCapture log;
+    const uint8_t one[3] = {1, 2, 3}, two[4] = {4, 5, 6, 7};
+    ASSERT_EQ(a->am_short(kId, one, sizeof(one)), GDX_OK);
+    ASSERT_EQ(a->am_short(kId, two, sizeof(two)), GDX_OK);
+    for (int k = 0; k < 2; ++k) {
+        const int i = probe.changed();
+        ASSERT_GE(i, 0) << "message " << k;
+        bool valid = false;
+        EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), refusing, &valid), 1u) << "message " << k;
+        EXPECT_TRUE(valid) << "message " << k;
+    }
+    EXPECT_TRUE(probe.quiet());
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0], std::vector<uint8_t>(one, one + sizeof(one)));
+    EXPECT_EQ(got[1], std::vector<uint8_t>(two, two + sizeof(two)));
+    EXPECT_EQ(log.count("the receiver of active message 4 returned status -2"), 1u) << log.text();
 }
 
 } // namespace

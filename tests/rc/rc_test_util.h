@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "memtype/memory_ops.h"
+#include "support/log_capture.h"
 #include "transport/rc/reg_ladder.h"
 
 #include <gtest/gtest.h>
@@ -121,39 +122,5 @@ inline Config config_with(const Config::Overrides &o) {
     EXPECT_EQ(Config::load(o, &c, &err), GDX_OK) << err;
     return c;
 }
-
-// Captures log lines (at info) into a file for the duration of a test.
-class LogCapture {
-  public:
-    LogCapture() {
-        char tmpl[] = "/tmp/gdx-rc-log.XXXXXX";
-        int fd = mkstemp(tmpl);
-        if (fd >= 0) close(fd);
-        path_ = tmpl;
-        std::string why;
-        EXPECT_TRUE(log::configure(log::Level::Info, path_, &why)) << why;
-        log::reset_once_keys();
-    }
-    ~LogCapture() {
-        std::string why;
-        log::configure(log::Level::Warn, "stderr", &why);
-        unlink(path_.c_str());
-    }
-    std::string text() const {
-        std::ifstream f(path_);
-        std::stringstream s;
-        s << f.rdbuf();
-        return s.str();
-    }
-    size_t count(const std::string &needle) const {
-        std::string t = text();
-        size_t n = 0;
-        for (size_t p = t.find(needle); p != std::string::npos; p = t.find(needle, p + 1)) ++n;
-        return n;
-    }
-
-  private:
-    std::string path_;
-};
 
 } // namespace gdx::test

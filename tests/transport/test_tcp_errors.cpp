@@ -2,6 +2,7 @@
 // GDX_ERR_ACCESS_DENIED, target memory untouched), malformed wire messages from a raw socket (connection
 // closed with GDX_ERR_PROTOCOL logged, process and interface fine), silent peers and set-up timeouts.
 #include "core/error.h"
+#include "support/log_capture.h"
 #include "tcp_pair.h"
 #include "transport/rkey_table.h"
 #include "transport/tcp/tcp_address.h"
@@ -21,25 +22,6 @@ using namespace gdx::test;
 namespace wire = gdx::tp::wire;
 
 namespace {
-
-// Captures log lines of a test into a file; restores stderr afterwards.
-struct LogCapture {
-    std::string path = testing::TempDir() + "/gdx_tcp_log_" + std::to_string(getpid()) + ".log";
-    LogCapture() {
-        std::remove(path.c_str());
-        std::string why;
-        EXPECT_TRUE(log::configure(log::Level::Warn, path, &why)) << why;
-    }
-    ~LogCapture() {
-        std::string why;
-        log::configure(log::Level::Warn, "stderr", &why);
-        std::remove(path.c_str());
-    }
-    std::string text() const {
-        std::ifstream f(path);
-        return std::string((std::istreambuf_iterator<char>(f)), {});
-    }
-};
 
 std::unique_ptr<tp::RemoteKey> forged(tp::Interface &peer, uint64_t key_id, uint64_t base, uint64_t len, unsigned access) {
     uint8_t k[wire::kPackedRkeySize];

@@ -63,10 +63,11 @@ bool ShmEp::add_probe_words(IdleProbe *probe) {
     const std::atomic<uint64_t> *head = nullptr;
     uint64_t expected = 0;
     if (!idle() || grant_outstanding() || !ch_.rx_head_word(&head, &expected)) return false;
-    auto *mine = reinterpret_cast<const ShmExtra *>(ch_.local_extra());
-    // The ring's word names this endpoint (deliver_probed hands over what it announces); a grant needs progress().
-    return probe->add_expected(head, expected, this, &ShmEp::deliver_probed) &&
-           probe->add(&mine->grant.seq, serviced_grant_);
+    // The ring's word names this endpoint (deliver_probed hands over what it announces). It is the only word: our
+    // grant mailbox, where the peer posts parts of our operations for us to copy, needs none while idle() holds,
+    // since no operation of ours is outstanding then (a grant posted anyway is the peer's protocol error, which
+    // the next full progress reports: it comes once per kernel tick). One word a peer is one load per idle look.
+    return probe->add_expected(head, expected, this, &ShmEp::deliver_probed);
 }
 
 std::vector<uint8_t> ShmEp::address() const { return ch_.address({}); }

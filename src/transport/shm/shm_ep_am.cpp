@@ -147,12 +147,16 @@ struct ShmEp::ProbedDelivery {
     ShmEp &ep;
     const AmSink &sink;
     bool stopped = false;
-    // The sink takes this record (an active message of one of its ids, no granted copy in flight): it is handed over.
+    // The sink takes this record (an active message of one of its ids, no granted copy in flight): it is handed
+    // straight to the receiver the sink's table names for its id (UCP's handler, through the UCX module).
     [[gnu::always_inline]] bool take(const RecHdr &h, const uint8_t *rec) const {
         if (h.type != kRecAm || h.id >= kMaxAmId || ((sink.ids >> h.id) & 1) == 0 || ep.grant_outstanding())
             [[unlikely]]
             return false;
-        sink.fn(sink.ctx, h.id, const_cast<uint8_t *>(rec) + sizeof(RecHdr), h.len - sizeof(RecHdr));
+        const AmSinkHandler &r = sink.table[h.id];
+        if (const int st = r.fn(r.arg, const_cast<uint8_t *>(rec) + sizeof(RecHdr), h.len - sizeof(RecHdr), 0);
+            st != 0) [[unlikely]]
+            note_sink_status(st, h.id);
         return true;
     }
     bool on_record(const RecHdr &h, const uint8_t *rec) {
@@ -163,7 +167,7 @@ struct ShmEp::ProbedDelivery {
     }
 };
 
-[[gnu::hot]] unsigned ShmEp::deliver_probed(void *ctx, IdleProbe::Word *w, const AmSink &sink, bool *valid) {
+[[gnu::hot]] IdleProbe::Delivered ShmEp::deliver_probed(void *ctx, IdleProbe::Word *w, const AmSink &sink) {
     ShmEp &ep = *static_cast<ShmEp *>(ctx);
     ProbedDelivery d{ep, sink};
     // One record, not a batch: the look for a second is instructions between UCP's handler and the reply it lets
@@ -174,12 +178,12 @@ struct ShmEp::ProbedDelivery {
     // Still covered by the probe, re-pointed at the ring's new head, when every record went and no other waits.
     // The rest of what add_probe_words() required still holds: only the handlers ran, and whatever they gave this
     // endpoint to do they did through calls that invalidate the probe themselves (IdleProbe::deliver's contract).
+    bool up = false;
     if (ep.ch_.take_announced([&d](const RecHdr &h, const uint8_t *rec) { return d.take(h, rec); }, &w->addr,
-                              &w->value, valid)) [[likely]]
-        return 1;
+                              &w->value, &up)) [[likely]]
+        return {1, up};
     const unsigned n = ep.ch_.poll(d, 1);
-    *valid = !d.stopped && ep.ch_.rx_head_word(&w->addr, &w->value);
-    return n;
+    return {n, !d.stopped && ep.ch_.rx_head_word(&w->addr, &w->value)};
 }
 
 } // namespace gdx::tp::shm

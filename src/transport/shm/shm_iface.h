@@ -113,7 +113,7 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     // Adds this endpoint's idle-probe words (IdleProbe); false when it has work now or the probe is full.
     bool add_probe_words(IdleProbe *probe);
     // IdleProbe::deliver for this endpoint's ring word (ctx: the endpoint).
-    static unsigned deliver_probed(void *ctx, IdleProbe::Word *w, const AmSink &sink, bool *valid);
+    static IdleProbe::Delivered deliver_probed(void *ctx, IdleProbe::Word *w, const AmSink &sink);
     // progress() would return 0 at once: the channel is not up, or nothing waits (idle()).
     bool quiet();
     bool has_work();
