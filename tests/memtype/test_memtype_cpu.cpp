@@ -7,14 +7,13 @@
 #include "memtype/host_mapping.h"
 #include "memtype/memtype.h"
 #include "memtype/typed_alloc.h"
+#include "support/log_capture.h"
 #include "test_alloc.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <vector>
@@ -203,13 +202,7 @@ TEST(DetectorNoGpu, RangeIsOneHostSegment) {
 }
 
 TEST(DetectorNoGpu, CudaOffIsStatedOnceAtInfo) {
-    char path[] = "/tmp/gdx_memtype_log_XXXXXX";
-    int fd = mkstemp(path);
-    ASSERT_GE(fd, 0);
-    close(fd);
-    std::string why;
-    ASSERT_TRUE(log::configure(log::Level::Info, path, &why)) << why;
-    log::reset_once_keys();
+    gdx::test::LogCapture log;
     {
         Detector a(host_only()), b(host_only());
         MemInfo info;
@@ -217,17 +210,8 @@ TEST(DetectorNoGpu, CudaOffIsStatedOnceAtInfo) {
         EXPECT_EQ(a.detect_one(&x, &info), GDX_OK);
         EXPECT_EQ(b.detect_one(&x, &info), GDX_OK);
     }
-    log::configure(log::Level::Warn, "stderr", nullptr);
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    std::remove(path);
-    const std::string text = ss.str();
-    size_t count = 0;
-    for (size_t pos = 0; (pos = text.find("every pointer is host memory", pos)) != std::string::npos; ++pos)
-        ++count;
-    EXPECT_EQ(count, 1u) << text;
-    EXPECT_NE(text.find("GDX_CUDA=no"), std::string::npos) << text;
+    EXPECT_EQ(log.count("every pointer is host memory"), 1u) << log.text();
+    EXPECT_NE(log.text().find("GDX_CUDA=no"), std::string::npos) << log.text();
 }
 
 TEST(DetectorNoGpu, WithoutADriverEveryPointerIsHost) {
