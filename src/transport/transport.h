@@ -293,6 +293,12 @@ struct AmSink {
 };
 // A sink's receiver returned `status` for active message `id`: logged once per process, at warn.
 void note_sink_status(int status, uint8_t id);
+// Hands active message `id` (`data`, `len`: the transport's buffer) to receiver `r`: what every delivery to a sink's
+// table does, the probed one and a handler that forwards to it alike.
+[[gnu::always_inline]] inline void call_receiver(const AmSinkHandler &r, uint8_t id, void *data, size_t len) {
+    if (const int st = r.fn(r.arg, data, len, 0); st != 0) [[unlikely]]
+        note_sink_status(st, id);
+}
 
 struct IdleProbe {
     static constexpr unsigned kMaxWords = 32;
@@ -336,23 +342,20 @@ struct IdleProbe {
     }
     // Called under the lock that guards the interface when word `i` of a probe that fill_idle_probe() filled (and
     // that nothing invalidated since) announced work: delivers the active messages it announces, those with their
-    // id's bit set in sink.ids, to sink.fn, without a full progress(), and re-points the word so that the probe
-    // covers what is left (records one call did not take included: the word announces them at once). Returns how
-    // many it delivered; *valid false when the probe no longer covers what is left (a record of another kind or id,
-    // a grant: the caller must then progress() in full before it trusts the probe again). The caller also stops
-    // trusting it when a handler gave the interface work (an operation, a flush: what invalidates a probe anyway).
-    // A message delivered here costs its receiver no walk of the interface's other endpoints and no look at what
-    // no word shows; that look comes with the next progress(). A direct call through the word, not a virtual one
-    // through the interface: this is the receive path of every small message through UCX, where each instruction
-    // between the message's arrival and the reply is latency (bench/results/gpu-2026-11-27b/).
-    unsigned deliver(unsigned i, const AmSink &sink, bool *valid) {
-        if (i >= n || words[i].deliver == nullptr) [[unlikely]] {
-            *valid = false;
-            return 0;
-        }
-        const Delivered d = words[i].deliver(words[i].ctx, &words[i], sink);
-        *valid = d.valid;
-        return d.n;
+    // id's bit set in sink.ids, to their receivers in sink.table, without a full progress(), and re-points the word
+    // so that the probe covers what is left (records one call did not take included: the word announces them at
+    // once). Returns how many it delivered, with valid false when the probe no longer covers what is left (a record
+    // of another kind or id, a word without a delivery: the caller must then progress() in full before it trusts
+    // the probe again). The caller also stops trusting it when a handler gave the interface work (an operation, a
+    // flush: what invalidates a probe anyway). A message delivered here costs its receiver no walk of the
+    // interface's other endpoints and no look at what no word shows; that look comes with the next progress(). A
+    // direct call through the word, not a virtual one through the interface: this is the receive path of every
+    // small message through UCX, where each instruction between the message's arrival and the reply is latency
+    // (bench/results/gpu-2026-11-27b/).
+    Delivered deliver(unsigned i, const AmSink &sink) {
+        if (i >= n || words[i].deliver == nullptr) [[unlikely]]
+            return {0, false};
+        return words[i].deliver(words[i].ctx, &words[i], sink);
     }
 
   private:

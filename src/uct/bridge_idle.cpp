@@ -66,11 +66,10 @@ inline void spin_pause() {
 
 // Delivers what word `hit` announces; false when the caller must progress in full instead.
 inline bool deliver_probed(gdx_uct_iface *iface, int hit, unsigned *count) {
-    bool valid = false;
-    const unsigned n = iface->probe.deliver(static_cast<unsigned>(hit), iface->am_sink, &valid);
-    if (!valid) iface->probe_ready.store(false, std::memory_order_relaxed);
-    *count = n;
-    return valid || n != 0; // else nothing it could deliver (a grant, another record)
+    const gdx::tp::IdleProbe::Delivered d = iface->probe.deliver(static_cast<unsigned>(hit), iface->am_sink);
+    if (!d.valid) iface->probe_ready.store(false, std::memory_order_relaxed);
+    *count = d.n;
+    return d.valid || d.n != 0; // else nothing it could deliver (another record)
 }
 } // namespace
 

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 using namespace gdx;
 using namespace gdx::uct;
@@ -27,11 +28,9 @@ constexpr size_t kAddrHeader = 2; // little-endian length of the gdx address ins
 // the handler.
 [[gnu::hot]] void am_trampoline(void *arg, tp::Endpoint * /*ep*/, const void *data, size_t length) {
     const auto *slot = static_cast<const AmSlot *>(arg);
-    const tp::AmSinkHandler &r = slot->table[slot->id];
     // UCT's handler signature takes a mutable pointer; without UCT_CB_PARAM_FLAG_DESC the handler must not keep
     // it, and UCP copies what it keeps. The bytes are the transport's receive buffer.
-    if (const int st = r.fn(r.arg, const_cast<void *>(data), length, 0); st != 0) [[unlikely]]
-        tp::note_sink_status(st, slot->id);
+    tp::call_receiver(slot->table[slot->id], slot->id, const_cast<void *>(data), length);
 }
 
 void comp_done(tp::Completion *self) {
@@ -240,7 +239,8 @@ extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_nam
     }
     // UCP's handlers, which am_trampoline and the idle look's delivery call, for the ids below. The same fields
     // and callback (the glue checks them against UCT's).
-    static_assert(sizeof(tp::AmSinkHandler) == sizeof(gdx_uct_am_handler_t) &&
+    static_assert(std::is_same_v<decltype(tp::AmSinkHandler::fn), decltype(gdx_uct_am_handler_t::cb)> &&
+                  sizeof(tp::AmSinkHandler) == sizeof(gdx_uct_am_handler_t) &&
                   offsetof(tp::AmSinkHandler, fn) == offsetof(gdx_uct_am_handler_t, cb) &&
                   offsetof(tp::AmSinkHandler, arg) == offsetof(gdx_uct_am_handler_t, arg) &&
                   offsetof(tp::AmSinkHandler, flags) == offsetof(gdx_uct_am_handler_t, flags) &&

@@ -398,19 +398,19 @@ TEST(IdleProbeWords, ChangedAndExpectedWordsAndDelivery) {
     EXPECT_TRUE(probe.quiet());
     ring_word.store(0x8000);
     EXPECT_EQ(probe.changed(), 1);
-    bool valid = false;
-    EXPECT_EQ(probe.deliver(1, one_id, &valid), 1u);
-    EXPECT_TRUE(valid);
+    tp::IdleProbe::Delivered d = probe.deliver(1, one_id);
+    EXPECT_EQ(d.n, 1u);
+    EXPECT_TRUE(d.valid);
     EXPECT_EQ(calls, 1u);
     EXPECT_TRUE(probe.quiet()) << "re-pointed at 0x8040";
     mailbox.store(8);
     EXPECT_EQ(probe.changed(), 0);
-    valid = true;
-    EXPECT_EQ(probe.deliver(0, one_id, &valid), 0u) << "a mailbox word has no delivery";
-    EXPECT_FALSE(valid);
-    valid = true;
-    EXPECT_EQ(probe.deliver(5, one_id, &valid), 0u) << "no such word";
-    EXPECT_FALSE(valid);
+    d = probe.deliver(0, one_id);
+    EXPECT_EQ(d.n, 0u) << "a mailbox word has no delivery";
+    EXPECT_FALSE(d.valid);
+    d = probe.deliver(5, one_id);
+    EXPECT_EQ(d.n, 0u) << "no such word";
+    EXPECT_FALSE(d.valid);
     EXPECT_EQ(calls, 1u);
     for (unsigned k = probe.n; k < tp::IdleProbe::kMaxWords; ++k) ASSERT_TRUE(probe.add(&mailbox, 8));
     EXPECT_FALSE(probe.add(&mailbox, 8)) << "full";
@@ -488,9 +488,9 @@ TEST_F(ShmAm, ProbedDeliveryKeepsTheProbeValidThroughWrapsAndPads) {
         for (unsigned look = 0; look < burst; ++look) {
             const int i = probe.changed();
             ASSERT_GE(i, 0) << "round " << round << ": the probe missed message " << look << " of a burst";
-            bool valid = false;
-            n += probe.deliver(static_cast<unsigned>(i), sink(1u << kId), &valid);
-            ASSERT_TRUE(valid) << "round " << round << ": active messages alone must leave the probe valid";
+            const tp::IdleProbe::Delivered d = probe.deliver(static_cast<unsigned>(i), sink(1u << kId));
+            n += d.n;
+            ASSERT_TRUE(d.valid) << "round " << round << ": active messages alone must leave the probe valid";
         }
         ASSERT_EQ(n, burst) << "round " << round;
         ASSERT_TRUE(probe.quiet()) << "round " << round << ": the re-pointed word is not quiet";
@@ -528,17 +528,17 @@ TEST_F(ShmAm, ProbedDeliveryLeavesWhatItMayNotDeliverToProgress) {
     ASSERT_EQ(a->am_short(kId, three, sizeof(three)), GDX_OK);
     const int i = probe.changed();
     ASSERT_GE(i, 0);
-    bool valid = true;
-    EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), sink(0), &valid), 0u) << "no id asked for";
-    EXPECT_FALSE(valid);
+    tp::IdleProbe::Delivered d = probe.deliver(static_cast<unsigned>(i), sink(0));
+    EXPECT_EQ(d.n, 0u) << "no id asked for";
+    EXPECT_FALSE(d.valid);
     EXPECT_TRUE(got.empty());
-    valid = false;
-    EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), sink(1u << kId), &valid), 1u) << "the first message";
-    EXPECT_TRUE(valid) << "the re-pointed word covers what follows";
+    d = probe.deliver(static_cast<unsigned>(i), sink(1u << kId));
+    EXPECT_EQ(d.n, 1u) << "the first message";
+    EXPECT_TRUE(d.valid) << "the re-pointed word covers what follows";
     ASSERT_EQ(probe.changed(), i) << "the re-pointed word announces the next record at once";
-    EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), sink(1u << kId), &valid), 0u)
-        << "the next is of an id not asked for";
-    EXPECT_FALSE(valid);
+    d = probe.deliver(static_cast<unsigned>(i), sink(1u << kId));
+    EXPECT_EQ(d.n, 0u) << "the next is of an id not asked for";
+    EXPECT_FALSE(d.valid);
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0], std::vector<uint8_t>(one, one + sizeof(one)));
     EXPECT_TRUE(other_got.empty());
@@ -568,9 +568,9 @@ TEST_F(ShmAm, ProbedDeliveryLogsAReceiversStatusOnceAndGoesOn) {
     for (int k = 0; k < 2; ++k) {
         const int i = probe.changed();
         ASSERT_GE(i, 0) << "message " << k;
-        bool valid = false;
-        EXPECT_EQ(probe.deliver(static_cast<unsigned>(i), refusing, &valid), 1u) << "message " << k;
-        EXPECT_TRUE(valid) << "message " << k;
+        const tp::IdleProbe::Delivered d = probe.deliver(static_cast<unsigned>(i), refusing);
+        EXPECT_EQ(d.n, 1u) << "message " << k;
+        EXPECT_TRUE(d.valid) << "message " << k;
     }
     EXPECT_TRUE(probe.quiet());
     ASSERT_EQ(got.size(), 2u);

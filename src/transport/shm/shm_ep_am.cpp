@@ -153,10 +153,7 @@ struct ShmEp::ProbedDelivery {
         if (h.type != kRecAm || h.id >= kMaxAmId || ((sink.ids >> h.id) & 1) == 0 || ep.grant_outstanding())
             [[unlikely]]
             return false;
-        const AmSinkHandler &r = sink.table[h.id];
-        if (const int st = r.fn(r.arg, const_cast<uint8_t *>(rec) + sizeof(RecHdr), h.len - sizeof(RecHdr), 0);
-            st != 0) [[unlikely]]
-            note_sink_status(st, h.id);
+        call_receiver(sink.table[h.id], h.id, const_cast<uint8_t *>(rec) + sizeof(RecHdr), h.len - sizeof(RecHdr));
         return true;
     }
     bool on_record(const RecHdr &h, const uint8_t *rec) {
