@@ -20,6 +20,15 @@
 // endpoint destroyed meanwhile until the next full progress (ShmIface::retire). A touch that races with the probe's
 // filling is seen at the latest by the next full progress (one kernel tick): a delay, never lost work.
 //
+// An idle look that found nothing ends with a PAUSE (GDX_UCT_IDLE_PAUSE, 1 by default). UCP calls progress in a tight
+// loop, and without it the CPU runs several looks ahead: when the peer's store lands, loads of the word are already in
+// flight against the old line, and the CPU throws that work away (a memory-ordering clear, what Intel documents PAUSE
+// against; the guests measured expose no counters to show it) before the look that sees the message retires. A PAUSE
+// keeps the next look from being issued early. On the H200 host's Xeon it took UCT am_lat 8 B from 0.227 to 0.209 us
+// and UCP tag_lat from 0.262 to 0.247 (posix 0.218 / 0.259, same rounds, bench/results/gpu-2026-11-29c/s14run2); a
+// PAUSE costs ~15 ns there, and the whole worker's poll pays it only while this interface is idle. Other waits between
+// looks (a chain of dependent instructions, LFENCE) did less in bench/probes/c2c_cell_pingpong.cpp.
+//
 // When a word changes, the transport first delivers what that word announces (IdleProbe::deliver: shm hands UCP
 // the messages in that endpoint's ring) and re-points the word; a full progress runs only when that is not all
 // there is. This leaves the probe valid across a ping-pong: the call that delivers a message walks no layer,
@@ -121,6 +130,7 @@ extern "C" [[gnu::hot]] int gdx_uct_iface_progress_unlocked(gdx_uct_iface_t *ifa
     if (iface->ue != nullptr && iface->ue->has_hand_over()) return -1;
     const int hit = iface->probe.changed();
     if (hit >= 0) [[unlikely]] return deliver_unlocked(iface, hit);
+    for (unsigned i = iface->idle_pauses; i != 0; --i) spin_pause(); // see GDX_UCT_IDLE_PAUSE
     return 0; // nothing to do: the common idle call
 }
 

@@ -218,6 +218,9 @@ extern "C" gdx_status_t gdx_uct_iface_open(gdx_uct_md_t *md, const char *dev_nam
     iface->md = md;
     iface->glue = glue;
     iface->fault_barrier = md->cfg.boolean(UctVar::FAULT_UCT_MEMBARRIER);
+    iface->idle_pauses = static_cast<unsigned>(md->cfg.uint(UctVar::UCT_IDLE_PAUSE));
+    GDX_LOG_ONCE(log::Level::Debug, kComp, "uct-idle-pause", "an idle look that finds nothing ends with %u PAUSE%s "
+                 "(GDX_UCT_IDLE_PAUSE)", iface->idle_pauses, iface->idle_pauses == 1 ? "" : "s");
     if (md->cfg.boolean(UctVar::UCT_LOCKFREE)) {
         std::string why;
         iface->lockfree.store(sys::membarrier_register(sys::Barrier::Private, &why) == GDX_OK,

@@ -185,6 +185,7 @@ struct gdx_uct_iface {
     gdx::tp::IdleProbe probe;
     std::atomic<bool> probe_ready{false};
     unsigned probe_calls = 0;
+    unsigned idle_pauses = 0; // GDX_UCT_IDLE_PAUSE: PAUSEs that end an idle look that found nothing
     int64_t full_tick = 0; // clock::coarse_ns() at the last full progress (the idle look's pacing)
     // The word the last idle look saw change (progress's thread only), or -1. Stored, not looked up again by
     // progress: an idle call that returned -1 because the tick moved leaves it -1, so the full progress still

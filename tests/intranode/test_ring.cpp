@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -197,6 +198,60 @@ TEST(ShmRing, NothingIsVisibleBeforePublishAndAShortRecordTakesOnlyItsSpan) {
     p = w.begin(sizeof(RecHdr) + 8);
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(p, seg.data() + 64 + 2 * 128);
+}
+
+// One-cell records (the small-message path: RingWriter::begin_cell / publish_cell), each published alone, read by
+// another thread across laps, whole and in order; begin() takes over where begin_cell() declines.
+TEST(ShmRing, EveryOneCellRecordArrivesWholeAcrossLaps) {
+    constexpr size_t kRing = 64 * 1024;
+    constexpr uint64_t kRecords = 100000; // ~100 laps
+    Segment seg(kRing);
+    RingWriter w;
+    RingReader r;
+    w.init(seg.ctl(), seg.data(), kRing);
+    r.init(seg.ctl(), seg.data(), kRing);
+
+    std::atomic<bool> stop{false};
+    std::thread producer([&] {
+        for (uint64_t seq = 0; seq < kRecords && !stop.load(std::memory_order_relaxed);) {
+            const size_t body = sizeof(uint64_t) + seq % (kRecAlign - sizeof(RecHdr) - sizeof(uint64_t) + 1);
+            uint8_t *p = w.begin_cell();
+            if (p == nullptr) { // the ring's head is not released yet (or the cell path declines): wait
+                if (!w.can_reserve(kRecAlign)) std::this_thread::yield();
+                else if ((p = w.begin(kRecAlign)) != nullptr) {
+                    fill(p + sizeof(RecHdr), body, seq);
+                    publish(w, p, RecHdr{static_cast<uint32_t>(sizeof(RecHdr) + body), 5, 0, 0, 0});
+                    ++seq;
+                }
+                continue;
+            }
+            fill(p + sizeof(RecHdr), body, seq);
+            RecHdr h{static_cast<uint32_t>(sizeof(RecHdr) + body), 5, 0, 0, 0};
+            std::memcpy(p, &h, kRecSeqOff);
+            w.publish_cell();
+            ++seq;
+        }
+    });
+    uint64_t next = 0;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (next < kRecords && std::chrono::steady_clock::now() < deadline) {
+        RecHdr h;
+        const uint8_t *rec = nullptr;
+        const RingReader::Peek pk = r.peek(&h, &rec);
+        if (pk == RingReader::Peek::Empty) continue;
+        const size_t body = sizeof(uint64_t) + next % (kRecAlign - sizeof(RecHdr) - sizeof(uint64_t) + 1);
+        if (pk != RingReader::Peek::Record || h.type != 5 || h.len != sizeof(RecHdr) + body ||
+            !check(rec + sizeof(RecHdr), body, next)) {
+            ADD_FAILURE() << "record " << next << ": type " << int(h.type) << " len " << h.len;
+            break;
+        }
+        r.consume(h);
+        r.release();
+        ++next;
+    }
+    stop.store(true);
+    producer.join();
+    EXPECT_EQ(next, kRecords);
 }
 
 TEST(ShmRing, AFullRingRefusesUntilTheConsumerReleases) {
