@@ -4,6 +4,7 @@
 #include "memtype/cuda_internal.h"
 
 #if GDX_HAVE_CUDA_H
+#include "core/cpu_relax.h"
 #include "core/error.h"
 
 #include <algorithm>
@@ -135,9 +136,7 @@ gdx_status_t copy(void *dst, const void *src, size_t len, int device) {
     // to every one of them.
     CUresult r;
     while ((r = api->cuEventQuery(ev)) == CUDA_ERROR_NOT_READY) {
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#endif
+        cpu_relax();
     }
     if (r == CUDA_SUCCESS) {
         give_event(ds, ev);
@@ -192,9 +191,7 @@ gdx_status_t wait_small_lane(const cuda::DriverApi *api, DeviceState *ds, uint32
     for (unsigned spins = 0;; ++spins) {
         if (static_cast<int32_t>(*ds->small_flag - seq) >= 0) return GDX_OK;
         if ((spins & 255) != 255) {
-#if defined(__x86_64__)
-            __builtin_ia32_pause();
-#endif
+            cpu_relax();
             continue;
         }
         const int64_t now = now_ns();

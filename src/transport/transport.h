@@ -271,8 +271,8 @@ class Endpoint {
 
 // What an idle caller may look at without the lock that guards the interface (UCX's worker-async lock: UCP's
 // async thread may create or destroy endpoints meanwhile): the words peers write in shared memory when they give
-// this process work, each with the value it holds until they do. Interface::fill_idle_probe() fills it when nothing
-// but those words is left to wait on; quiet() then answers in a few loads, lock-free, until a word changes.
+// this process work, each with the value it will hold when they do. Interface::fill_idle_probe() fills it when
+// nothing but those words is left to wait on; quiet() then answers in a few loads, lock-free, until a word changes.
 // Sockets, clocks and this process's own calls are not words: the owner still runs progress() every so often and
 // after every call that may have given the interface work (src/uct/bridge_idle.cpp).
 // Where an idle probe's delivery (IdleProbe::deliver) hands the active messages it may take: a table of receivers
@@ -313,31 +313,26 @@ struct IdleProbe {
     using DeliverFn = Delivered (*)(void *ctx, Word *w, const AmSink &sink);
     struct Word {
         const std::atomic<uint64_t> *addr;
-        // on_equal false: the word holds `value` until a peer gives us work. on_equal true: the word will hold
-        // `value` when the work comes (a ring's next seq word, whose value is known before it is written: no load
-        // of a line the peer is about to write, and no earlier lap's leftovers to tell apart).
+        // What the word will hold when the work comes (a ring's next seq word, whose value is known before it is
+        // written: no load of a line the peer is about to write, and no earlier lap's leftovers to tell apart).
         uint64_t value;
-        bool on_equal;
         void *ctx;
         DeliverFn deliver; // null: nothing the transport can hand over without a full progress()
     };
     unsigned n = 0;
     Word words[kMaxWords];
 
-    // A word that changes when work comes (a mailbox's sequence number).
-    bool add(const std::atomic<uint64_t> *addr, uint64_t quiet_value) {
-        return push(Word{addr, quiet_value, false, nullptr, nullptr});
-    }
     // A word that will hold `expected` when work comes, and what delivers that work.
     bool add_expected(const std::atomic<uint64_t> *addr, uint64_t expected, void *ctx, DeliverFn deliver) {
-        return push(Word{addr, expected, true, ctx, deliver});
+        if (n >= kMaxWords) return false;
+        words[n++] = Word{addr, expected, ctx, deliver};
+        return true;
     }
     bool quiet() const { return changed() < 0; }
     // The first word that announces work, or -1.
     int changed() const {
         for (unsigned i = 0; i < n; ++i)
-            if ((words[i].addr->load(std::memory_order_acquire) == words[i].value) == words[i].on_equal)
-                return static_cast<int>(i);
+            if (words[i].addr->load(std::memory_order_acquire) == words[i].value) return static_cast<int>(i);
         return -1;
     }
     // Called under the lock that guards the interface when word `i` of a probe that fill_idle_probe() filled (and
@@ -356,13 +351,6 @@ struct IdleProbe {
         if (i >= n || words[i].deliver == nullptr) [[unlikely]]
             return {0, false};
         return words[i].deliver(words[i].ctx, &words[i], sink);
-    }
-
-  private:
-    bool push(const Word &w) {
-        if (n >= kMaxWords) return false;
-        words[n++] = w;
-        return true;
     }
 };
 

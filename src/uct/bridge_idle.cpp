@@ -45,6 +45,7 @@
 // destroyer microseconds once. A destruction from a handler of the delivery itself (on the delivering thread: UCP's
 // wire-up or disconnect handlers) waits for nothing, as the recursive lock let it before.
 #include "core/clock.h"
+#include "core/cpu_relax.h"
 #include "core/log.h"
 #include "core/membarrier.h"
 #include "uct/bridge_engine.h"
@@ -67,11 +68,6 @@ constexpr int64_t kFailureScanNs = 10'000'000;
 // This thread's identity, without a TLS lookup: the thread pointer (%fs base on x86-64) is unique per thread.
 inline void *this_thread() { return __builtin_thread_pointer(); }
 
-inline void spin_pause() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
 
 // Delivers what word `hit` announces; false when the caller must progress in full instead.
 inline bool deliver_probed(gdx_uct_iface *iface, int hit, unsigned *count) {
@@ -101,11 +97,11 @@ void gdx_uct_iface::quiesce() {
         auto quiet_since = std::chrono::steady_clock::now();
         while (std::chrono::steady_clock::now() - quiet_since < kQuiet) {
             if (delivering.load(std::memory_order_acquire) != nullptr) quiet_since = std::chrono::steady_clock::now();
-            spin_pause();
+            gdx::cpu_relax();
         }
         return;
     }
-    while (delivering.load(std::memory_order_acquire) != nullptr) spin_pause();
+    while (delivering.load(std::memory_order_acquire) != nullptr) gdx::cpu_relax();
 }
 
 // What word `hit` announces, for gdx_uct_iface_progress_unlocked (its return value). Out of line: the idle call
@@ -130,7 +126,7 @@ extern "C" [[gnu::hot]] int gdx_uct_iface_progress_unlocked(gdx_uct_iface_t *ifa
     if (iface->ue != nullptr && iface->ue->has_hand_over()) return -1;
     const int hit = iface->probe.changed();
     if (hit >= 0) [[unlikely]] return deliver_unlocked(iface, hit);
-    for (unsigned i = iface->idle_pauses; i != 0; --i) spin_pause(); // see GDX_UCT_IDLE_PAUSE
+    for (unsigned i = iface->idle_pauses; i != 0; --i) gdx::cpu_relax(); // see GDX_UCT_IDLE_PAUSE
     return 0; // nothing to do: the common idle call
 }
 

@@ -378,9 +378,9 @@ TEST_F(ShmAm, QuietOnlyWhenProgressHasNothingToDo) {
     }
 }
 
-// The two kinds of word: a mailbox's announces work when it no longer holds its value, a ring's next seq word when
-// it holds the value the next record will publish (any other value, an earlier lap's, is quiet); a word without a
-// delivery hands nothing over.
+// A word announces work when it holds the value it expects, as a ring's next seq word holds the value the next
+// record will publish (any other value, an earlier lap's, is quiet); a word without a delivery (here a mailbox's
+// sequence number) hands nothing over.
 TEST(IdleProbeWords, ChangedAndExpectedWordsAndDelivery) {
     std::atomic<uint64_t> mailbox{7}, ring_word{0x1234};
     unsigned calls = 0;
@@ -391,7 +391,7 @@ TEST(IdleProbeWords, ChangedAndExpectedWordsAndDelivery) {
     };
     const tp::AmSink one_id{nullptr, 1};
     tp::IdleProbe probe;
-    ASSERT_TRUE(probe.add(&mailbox, 7));
+    ASSERT_TRUE(probe.add_expected(&mailbox, 8, nullptr, nullptr)); // work comes as 8; none it can deliver
     ASSERT_TRUE(probe.add_expected(&ring_word, 0x8000, &calls, deliver));
     EXPECT_TRUE(probe.quiet()) << "mailbox unchanged, ring word not yet the expected value";
     ring_word.store(0x9999); // another lap's leftover or a half-written line: not the record
@@ -406,14 +406,16 @@ TEST(IdleProbeWords, ChangedAndExpectedWordsAndDelivery) {
     mailbox.store(8);
     EXPECT_EQ(probe.changed(), 0);
     d = probe.deliver(0, one_id);
-    EXPECT_EQ(d.n, 0u) << "a mailbox word has no delivery";
+    EXPECT_EQ(d.n, 0u) << "a word without a delivery hands nothing over";
     EXPECT_FALSE(d.valid);
     d = probe.deliver(5, one_id);
     EXPECT_EQ(d.n, 0u) << "no such word";
     EXPECT_FALSE(d.valid);
     EXPECT_EQ(calls, 1u);
-    for (unsigned k = probe.n; k < tp::IdleProbe::kMaxWords; ++k) ASSERT_TRUE(probe.add(&mailbox, 8));
-    EXPECT_FALSE(probe.add(&mailbox, 8)) << "full";
+    for (unsigned k = probe.n; k < tp::IdleProbe::kMaxWords; ++k)
+        ASSERT_TRUE(probe.add_expected(&mailbox, 9, nullptr, nullptr));
+    EXPECT_FALSE(probe.add_expected(&mailbox, 9, nullptr, nullptr)) << "full";
+    EXPECT_EQ(probe.changed(), 0) << "the words added last are quiet (9 has not come)";
 }
 
 // tp::IdleProbe, what the UCX module looks at without UCP's async lock between progress calls: filled where

@@ -19,14 +19,6 @@ namespace {
 constexpr const char *kComp = "shm";
 constexpr uint32_t kMaxOps = 1024; // outstanding put/get per endpoint; more -> GDX_ERR_NO_RESOURCE
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
-
 template <class T> bool body_of(const RecHdr &h, const uint8_t *rec, T *out) {
     if (h.len < sizeof(RecHdr) + sizeof(T)) return false;
     std::memcpy(out, rec + sizeof(RecHdr), sizeof(T));
@@ -55,7 +47,7 @@ ShmEp::~ShmEp() {
     for (auto &f : flushes_)
         if (f.second) f.second->complete(GDX_ERR_CANCELED);
     iface_->remove_ep(this);
-    iface_->retire(ch_.take_own_segment()); // an idle probe may still read our ring and mailbox (IdleProbe)
+    iface_->retire(ch_.take_own_segment()); // an idle probe may still read our ring (IdleProbe)
 }
 
 bool ShmEp::add_probe_words(IdleProbe *probe) {
