@@ -7,7 +7,7 @@
 #   bench/anchor_gpu.sh [--out FILE] [--build DIR] [--gpus A,B] [--build-timeout S]
 #     --out FILE   the report (default bench/results/anchor-gpu-<UTC time>.txt); also printed; raw output and
 #                  gdx_perftest's JSON go to FILE's name with .d instead of .txt
-#     --build DIR  build tree to use, or create (default build-gpu, as scripts/test-gpu.sh)
+#     --build DIR  build tree to use, or create (default build-gpu, as scripts/device-run.sh)
 #     --gpus A,B   the GPU pair (default 0,1)
 #
 # Pairs of columns, GPU A -> GPU B, each NCCL mode next to the gdx path that does the same thing:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measurements beside scripts/test-gpu.sh on the GPU machine (run after it: uses its build-gpu and /tmp/ucx):
+# Measurements beside scripts/device-run.sh on the GPU machine (run after it: uses its build-gpu and /tmp/ucx):
 #   memtype_bench three times (separate processes: the spread of the hit and raw rows);
 #   staged GPU->GPU over TCP loopback through the C API (two processes on GPU --gpu/--peer-gpu);
 #   compute-sanitizer memcheck of the staging GPU tests (with the CUDA free hooks in place);

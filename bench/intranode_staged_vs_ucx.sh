@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Staged GPU memory between two processes of one host, through the product's own path, next to upstream UCX built
+# Staged GPU memory between two processes of one host, through the product's own path, next to UCX built
 # with CUDA, in one run (issue [intranode-staging]'s bars). One GPU, two processes on it, MPS on (without it the
 # two contexts time-slice and every small operation costs ~150 us: a scheduler figure, not a software one).
 #
 #   bench/intranode_staged_vs_ucx.sh --out FILE [--build DIR] [--gpu N] [--rounds N]
-#        [--ucx-prefix DIR | --ucx-src TARBALL [--ucx-save FILE]] [--gdx-env "VAR=V ..."]
+#        [--ucx-prefix DIR] [--gdx-env "VAR=V ..."]
 #        [--baseline-perftest PATH] [--ab-env "VAR=V ..."]
 #
 # Per round, alternating (so drift on the shared machine hits both alike):
@@ -15,14 +15,14 @@
 #        then compare this tree with it (a restructuring must stay within noise of before)
 #   ab   with --ab-env: put_lat 8 B once more with those variables set (`diagnosis` lines: what a knob's path costs)
 # Medians over the rounds make the table; the last lines are one `bar ...` line per bar of the issue.
-# UCX: --ucx-prefix names an install (bin/ucx_perftest); --ucx-src builds one from a release tarball
-# (contrib/configure-release --with-cuda, no verbs; ~3.5 min on 16 cores) and --ucx-save packs it for later calls.
+# UCX: --ucx-prefix names an install with CUDA (bin/ucx_perftest): Debian's UCX 1.13.1 built with CUDA by
+# scripts/ucx-build.sh (/tmp/ucx-deb).
 # GB/s = 1e9 B/s everywhere (ucx_perftest's MB/s are MiB/s and are converted).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out="" build=build-gpu gpu=0 rounds=3 ucx_prefix="" ucx_src="" ucx_save="" gdx_env="" base_perftest="" ab_env=""
+out="" build=build-gpu gpu=0 rounds=3 ucx_prefix="" gdx_env="" base_perftest="" ab_env=""
 cmdline="$0 $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,8 +31,6 @@ while [ $# -gt 0 ]; do
     --gpu) gpu="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --ucx-prefix) ucx_prefix="$2"; shift 2 ;;
-    --ucx-src) ucx_src="$2"; shift 2 ;;
-    --ucx-save) ucx_save="$2"; shift 2 ;;
     --gdx-env) gdx_env="$2"; shift 2 ;;
     --baseline-perftest) base_perftest="$2"; shift 2 ;;
     --ab-env) ab_env="$2"; shift 2 ;;
@@ -57,25 +55,6 @@ t0=$(date +%s)
   cmake --build "$build" -j "$(nproc)" --target gdx_perftest staging_bench
 ) > "$work/gdx-build.log" 2>&1 &
 gdx_build=$!
-if [ -z "$ucx_prefix" ] && [ -n "$ucx_src" ]; then
-  ucx_prefix=/tmp/ucx-cuda
-  (
-    set -e
-    rm -rf /tmp/ucx-build && mkdir -p /tmp/ucx-build && tar -xzf "$ucx_src" -C /tmp/ucx-build --strip-components=1
-    cd /tmp/ucx-build
-    [ -x ./configure ] || ./autogen.sh
-    # NVCC=/bin/false: no device-side code (1.22 compiles perftest kernels against DOCA headers that are not there)
-    ./contrib/configure-release --prefix="$ucx_prefix" --with-cuda=/usr/local/cuda --without-verbs --without-rdmacm NVCC=/bin/false \
-      --without-java --without-go --without-gda --disable-logging --disable-debug --disable-assertions --disable-params-check
-    make -j "$(nproc)" install
-  ) > "$work/ucx-build.log" 2>&1 || { tail -20 "$work/ucx-build.log"; echo "# UCX build failed"; ucx_prefix=""; }
-  if [ -n "$ucx_prefix" ] && [ -n "$ucx_save" ]; then
-    tar -C / -cJf "$ucx_save" "${ucx_prefix#/}/bin/ucx_perftest" "${ucx_prefix#/}/bin/ucx_info" "${ucx_prefix#/}/lib" \
-      --exclude='*.a' --exclude='*.la' --exclude='pkgconfig' --exclude='cmake' && ls -la "$ucx_save"
-  fi
-elif [ -n "$ucx_prefix" ] && [ -f "$ucx_prefix" ]; then # a tarball made by --ucx-save
-  tar -C / -xJf "$ucx_prefix" && ucx_prefix=/tmp/ucx-cuda
-fi
 wait "$gdx_build" || { tail -30 "$work/gdx-build.log"; echo "# gdx build failed"; exit 1; }
 echo "# builds: $(( $(date +%s) - t0 )) s; UCX: ${ucx_prefix:-none}"
 perftest="$build/perftest/gdx_perftest" sbench="$build/bench/staging_bench"

@@ -5,7 +5,7 @@
 #
 #   bench/staging_sweep.sh [--out FILE] [--build DIR] [--mem cuda|managed|host] [--quick]
 #     --out FILE   default bench/results/staging-<UTC date>.txt
-#     --build DIR  build tree (default build-gpu, as scripts/test-gpu.sh); built here if staging_bench is missing
+#     --build DIR  build tree (default build-gpu, as scripts/device-run.sh); built here if staging_bench is missing
 #     --mem KIND   buffer kind on both sides (default cuda; host runs on any machine)
 #     --quick      fewer points (a smoke run: about a minute)
 #

@@ -2,7 +2,7 @@
 # tcp lanes (GDX_TCP_LANES, GDX_TCP_LANE_THREADS, GDX_TCP_STRIPE_MIN) against what they are for: staged GPU->GPU
 # between two processes over tcp loopback, and host->host through the same C API (the socket path alone).
 # Every row is staging_bench --mode tcp (two processes, the peer checks every byte); GPU rows run on --gpu 0 ->
-# --peer-gpu G (default 0: one GPU; 1 on a two-GPU machine). Run after scripts/test-gpu.sh (uses build-gpu), or
+# --peer-gpu G (default 0: one GPU; 1 on a two-GPU machine). Run after scripts/device-run.sh (uses build-gpu), or
 # with BUILD=build for the host rows on a machine without a GPU.
 # Usage: bench/tcp_lanes_sweep.sh OUT-FILE [PEER-GPU] [LANES:THREADS ...]     (about 3 minutes)
 #   With LANES:THREADS pairs (e.g. 4:4 8:4 8:8), only those, host and cuda at 16M and 256M, twice each: the

@@ -14,12 +14,12 @@
 #             fragment through its bounce pools (what a host without CUDA IPC between the two processes gets);
 #   pipeline  the same module with GDX_UCT_ENGINE=no over gdx_shm: CUDA stays out of gdx_shm's reg_mem_types, so UCP
 #             stages it itself (its rendezvous pipeline, copies through gdx_copy, host fragments over gdx_shm);
-#   ucx       upstream UCX with CUDA alone, UCX_TLS=sm,cuda_copy (sm with host memory): the issue's named peer;
-#   ucx_ipc   upstream UCX with UCX_TLS=sm,cuda_copy,cuda_ipc: upstream's own direct path, printed beside it (with
+#   ucx       UCX with CUDA alone, UCX_TLS=sm,cuda_copy (sm with host memory): the issue's named peer;
+#   ucx_ipc   UCX with UCX_TLS=sm,cuda_copy,cuda_ipc: UCX's own direct path, printed beside it (with
 #             host memory: not run).
-# The module is built against the UCX under test (--ucx-prefix, its release sources --ucx-src; default
-# /tmp/ucx-cuda and /tmp/ucx-build, what scripts/device-run.sh makes) and loaded by UCX itself (UCX_PLUGIN_PATH,
-# UCX >= 1.22; tools/gdx-run). Every engine run's path totals (GDX_UCT_STATS) are printed beside its figure, so a
+# The module is built against the UCX under test (--ucx-prefix, its source tree --ucx-src; default /tmp/ucx-deb,
+# Debian's UCX 1.13.1 built with CUDA by scripts/ucx-build.sh, and the tree it was built from) and loaded as
+# tools/gdx-run loads it. Every engine run's path totals (GDX_UCT_STATS) are printed beside its figure, so a
 # number that did not go through the engine shows. Medians over the rounds make the table; the output ends with one
 # line per bar: `bar <what>: gdx <value> vs <peer> <value> = <ratio>x` (GB/s = 1e9 B/s; ucx_perftest's MB/s are MiB/s
 # and are converted). --mem host runs the same on a machine without a GPU (the script's own test: no bar is met or
@@ -28,7 +28,7 @@ set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out="" prefix=/tmp/ucx-cuda src=/tmp/ucx-build build="" mem=cuda gpu=0 rounds=3 sizes="1M 256M" cpus="" nobuild=0
+out="" prefix=/tmp/ucx-deb src="" build="" mem=cuda gpu=0 rounds=3 sizes="1M 256M" cpus="" nobuild=0
 cmdline="$0 $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -50,7 +50,8 @@ die() { echo "uct_engine_vs_pipeline.sh: $*" >&2; exit 2; }
 [ -n "$out" ] || die "--out FILE is required"
 case "$mem" in cuda|host) ;; *) die "--mem takes cuda or host, not '$mem'" ;; esac
 [ -x "$prefix/bin/ucx_perftest" ] && [ -x "$prefix/bin/ucx_info" ] || die "no UCX install at $prefix (--ucx-prefix)"
-[ -f "$src/src/uct/base/uct_iface.h" ] || die "no UCX source tree at $src (--ucx-src)"
+[ -n "$src" ] || src=$(cat "$prefix/.built-from" 2>/dev/null)
+[ -f "$src/src/uct/base/uct_iface.h" ] || die "no UCX source tree at '$src' (--ucx-src)"
 build=${build:-$root/build-uct-bench}
 work="${out%.txt}.d"
 mkdir -p "$(dirname "$out")" "$work" || exit 2
@@ -66,7 +67,7 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/nu
 # ---- the module, built against this UCX ------------------------------------------------------------------------
 if [ "$nobuild" = 0 ]; then
   t0=$(date +%s)
-  if ! "$root/scripts/ucx-build.sh" module "$root" "$build" "$prefix" "$src" > "$work/build.log" 2>&1; then
+  if ! "$root/scripts/ucx-build.sh" module "$root" "$build" "$prefix" "$src" -DGDX_BUILD_TESTS=OFF > "$work/build.log" 2>&1; then
     tail -30 "$work/build.log"; die "building libuct_gdx against $prefix failed ($work/build.log)"
   fi
   grep "gdx: libuct_gdx" "$work/build.log" | sed 's/ (.*//; s/^-- /# /'
@@ -157,17 +158,17 @@ printf '%-10s' size; for c in $configs; do printf ' %10s' "$c"; done; echo
 for s in $sizes; do
   printf '%-10s' "$s"; for c in $configs; do printf ' %10s' "$(median <<<"${res[$c,$s]}")"; done; echo
 done
-peer_tls="sm,cuda_copy"; [ "$mem" = host ] && peer_tls=sm
+# Like for like only: direct against direct, staged against staged (a default-path figure of gdx against UCX's
+# staged path would compare two path classes).
 for s in $sizes; do
-  g=$(median <<<"${res[engine,$s]}") p=$(median <<<"${res[pipeline,$s]}") u=$(median <<<"${res[ucx,$s]}")
-  echo "bar tag_bw $s $mem over gdx, engine >= 1.3x UCP's own pipeline (GDX_UCT_ENGINE=no): gdx $g vs pipeline $p = $(ratio "$g" "$p")x"
-  echo "bar tag_bw $s $mem, gdx engine >= 1.3x upstream UCX $peer_tls: gdx $g vs ucx $u = $(ratio "$g" "$u")x"
-done
-if [ "$mem" = cuda ]; then # not bars: the staged-only engine, and upstream's own direct path, beside them
-  for s in $sizes; do
-    st=$(median <<<"${res[staged,$s]}") u=$(median <<<"${res[ucx,$s]}") ui=$(median <<<"${res[ucx_ipc,$s]}")
+  p=$(median <<<"${res[pipeline,$s]}") u=$(median <<<"${res[ucx,$s]}")
+  if [ "$mem" = cuda ]; then
+    st=$(median <<<"${res[staged,$s]}") g=$(median <<<"${res[engine,$s]}") ui=$(median <<<"${res[ucx_ipc,$s]}")
+    echo "bar tag_bw $s cuda staged, gdx engine over gdx_shm >= 1.3x UCP's own pipeline (GDX_UCT_ENGINE=no): gdx $st vs pipeline $p = $(ratio "$st" "$p")x"
+    echo "bar tag_bw $s cuda staged, gdx engine over gdx_shm >= 1.3x UCX sm,cuda_copy: gdx $st vs ucx $u = $(ratio "$st" "$u")x"
+    echo "bar tag_bw $s cuda direct, gdx default (gdx_shm,gdx_ipc) >= 0.97x UCX sm,cuda_copy,cuda_ipc: gdx $g vs ucx_ipc $ui = $(ratio "$g" "$ui")x"
+  else
     g=$(median <<<"${res[engine,$s]}")
-    echo "also tag_bw $s cuda, gdx engine vs upstream UCX sm,cuda_copy,cuda_ipc: gdx $g vs ucx_ipc $ui = $(ratio "$g" "$ui")x"
-    echo "also tag_bw $s cuda, gdx over gdx_shm alone (every fragment staged) vs upstream sm,cuda_copy: gdx $st vs ucx $u = $(ratio "$st" "$u")x"
-  done
-fi
+    echo "bar tag_bw $s host, gdx_shm >= 0.97x UCX sm: gdx $g vs ucx $u = $(ratio "$g" "$u")x"
+  fi
+done

@@ -30,8 +30,8 @@
 #     --cpus        server and client CPUs (default 0,1; taskset)
 #     --uct-lat     also UCT-level am_lat 8 B per configuration (`-t am_lat -x <its first transport> -d memory`:
 #                   the transport's own small-message path without UCP; a diagnosis row, never a bar)
-#   The GPU machine, upstream UCX 1.22 built into /tmp/ucx-cuda and the module built against its sources
-#   (/tmp/ucx-build):  bench/ucx_vs_gdx.sh --ucx-prefix /tmp/ucx-cuda --module <build>/src/uct/libuct_gdx.so.0
+#   The GPU machine, Debian's UCX 1.13.1 built with CUDA into /tmp/ucx-deb and the module built against its sources
+#   (/tmp/ucx-deb.build):  bench/ucx_vs_gdx.sh --ucx-prefix /tmp/ucx-deb --module <build>/src/uct/libuct_gdx.so.0
 #
 # Figures: tag_lat = ucx_perftest's typical (50th percentile) one-way latency in us, lower is better; tag_bw =
 # overall bandwidth in GB/s (1e9 B/s; ucx_perftest's MB/s are MiB/s), higher is better. Every ratio is written so

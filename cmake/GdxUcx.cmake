@@ -223,8 +223,8 @@ else()
 endif()
 
 # ---- the internal headers: a source tree of exactly this version ----------------------------------------
-set(_gdx_how "for Debian's UCX run scripts/fetch-ucx-src.sh; for an upstream release unpack "
-  "ucx-${GDX_UCX_FULL_VERSION}.tar.gz (github.com/openucx/ucx/releases) and pass -DGDX_UCX_SRC_DIR=<its directory>")
+set(_gdx_how "for Debian's UCX run scripts/fetch-ucx-src.sh; for another UCX build pass "
+  "-DGDX_UCX_SRC_DIR=<the source tree of exactly that UCX ${GDX_UCX_FULL_VERSION}>")
 if(NOT GDX_UCX_SRC_DIR)
   execute_process(COMMAND dpkg-query -W -f=\${Version} libucx0 OUTPUT_VARIABLE _gdx_debver RESULT_VARIABLE _gdx_rc
                   ERROR_QUIET)

@@ -9,8 +9,8 @@
 #     --print-dir    print only the source directory on stdout (for CMake); progress goes to stderr
 #
 # Idempotent: when <cache>/<version>/ucx-<upstream>/src/uct/base/uct_iface.h exists it does nothing (no
-# network). Otherwise it adds a deb-src entry for Debian's archive (when apt has none), runs apt-get update
-# once and `apt-get source ucx=<version>`. Needs root only for those two apt steps.
+# network). Otherwise it adds deb-src twins of the machine's own deb entries (when apt has no deb-src entry), runs
+# apt-get update once and `apt-get source ucx=<version>`. Needs root only for those two apt steps.
 set -euo pipefail
 
 cache="${GDX_UCX_SRC_CACHE:-/var/cache/gdx/ucx-src}"
@@ -43,22 +43,37 @@ fi
 
 command -v dpkg-source >/dev/null || die "dpkg-source not found: apt-get install dpkg-dev (scripts/setup.sh --ucx-src)"
 
-# apt-get source needs a deb-src line. Add Debian's archive for this release only when none is configured.
-# (apt-cache showsrc takes no =version; list every version apt knows and look for ours.)
+# apt-get source needs a deb-src line. Where none is configured, one is made from the machine's own deb entries
+# (same URIs, suites, components and keyring, Types: deb-src), so the sources come from the archive this
+# machine already installs from; no archive is named here.
 src_known() { apt-cache showsrc ucx 2>/dev/null | grep -qx "Version: $version"; }
 have_src() { grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; }
+deb_src_from_deb() {  # prints deb-src entries (deb822) mirroring every enabled deb entry
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    # deb822 stanzas: keep those whose Types has "deb", rewrite Types, drop comments.
+    awk 'BEGIN{RS=""; ORS="\n\n"} /(^|\n)Types:[^\n]*(^|[ \t])deb([ \t]|\n|$)/ {
+           n=split($0, l, "\n"); out="";
+           for (i=1;i<=n;i++) { if (l[i] ~ /^#/) continue; if (l[i] ~ /^Types:/) l[i]="Types: deb-src"; out=out l[i] "\n" }
+           printf "%s\n", out }' "$f"
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    # one-line form: "deb [opts] URI suite comp..." -> the same as a deb822 stanza
+    awk '$1 == "deb" { i=2; opts=""; if ($2 ~ /^\[/) { while ($i !~ /\]$/) { opts=opts " " $i; i++ } opts=opts " " $i; i++ }
+           uri=$i; suite=$(i+1); comps=""; for (j=i+2;j<=NF;j++) comps=comps (comps==""?"":" ") $j;
+           printf "Types: deb-src\nURIs: %s\nSuites: %s\nComponents: %s\n", uri, suite, comps;
+           if (match(opts, /signed-by=[^] ]*/)) printf "Signed-By: %s\n", substr(opts, RSTART+10, RLENGTH-10);
+           printf "\n" }' "$f"
+  done
+}
 if ! have_src; then
   [ "$(id -u)" = 0 ] || die "no deb-src entry in /etc/apt and not root: add one, or run as root"
-  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-  [ -n "$codename" ] || die "cannot tell the Debian release from /etc/os-release (VERSION_CODENAME)"
-  say "adding /etc/apt/sources.list.d/gdx-debian-src.sources (deb-src $codename)"
-  cat > /etc/apt/sources.list.d/gdx-debian-src.sources <<EOF
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: $codename $codename-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
+  entries=$(deb_src_from_deb)
+  [ -n "$entries" ] || die "no deb entry in /etc/apt to derive a deb-src entry from: add a deb-src entry by hand"
+  say "adding /etc/apt/sources.list.d/gdx-debian-src.sources (deb-src twins of this machine's deb entries)"
+  printf '%s\n' "$entries" > /etc/apt/sources.list.d/gdx-debian-src.sources
   apt-get update -q >&2 || die "apt-get update failed after adding the deb-src entry"
 elif ! src_known; then
   # A deb-src entry exists but its index may be stale or absent.
@@ -66,8 +81,8 @@ elif ! src_known; then
 fi
 
 src_known ||
-  die "source package ucx=$version is not known to apt (apt-cache showsrc ucx): the archive may have moved on;" \
-      "point a deb-src entry at snapshot.debian.org for the date libucx0 $version was installed"
+  die "source package ucx=$version is not known to apt (apt-cache showsrc ucx): the archive this machine's deb-src" \
+      "entries name no longer serves that version; point a deb-src entry at an archive that does"
 
 # Unpack into a temporary sibling and rename, so an interrupted run never leaves a half tree that passes the
 # check above.

@@ -3,7 +3,8 @@
 # already installed it only runs dpkg-query and exits (no apt-get update).
 #   scripts/setup.sh            build + unit tests + tools
 #   scripts/setup.sh --rxe      also what the soft-RoCE (qemu guest) test set needs
-#   scripts/setup.sh --ucx-src  also Debian's UCX source package (internal headers for libuct_gdx)
+#   scripts/setup.sh --ucx-src  also Debian's UCX source package (internal headers for libuct_gdx) and what builds
+#                               it (UCX's own gtest, tests/uct/gtest/; the carry to the GPU machine)
 set -euo pipefail
 
 want_rxe=0 want_ucx_src=0
@@ -31,7 +32,7 @@ if [ "$want_rxe" = 1 ]; then
   pkgs+=(qemu-system-x86 perftest cpio busybox-static kmod xz-utils rdmacm-utils)
 fi
 if [ "$want_ucx_src" = 1 ]; then
-  pkgs+=(dpkg-dev)
+  pkgs+=(dpkg-dev autoconf automake libtool)
 fi
 
 missing=()

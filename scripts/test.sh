@@ -3,17 +3,16 @@
 #   1. the CPU test set (ctest -L cpu) on a warnings-as-errors build;
 #   2. the RDMA test set inside a soft-RoCE qemu guest (tests/rxe/), one boot;
 #   3. the wire-protocol fuzzer for a bounded time (clang libFuzzer);
-#   4. the UCX module's uct.* set on other UCX releases (tests/uct/ucx-matrix.sh): UCX 1.22.0 built from the
-#      shared release sources (../shared/ucx-src), loaded through UCX_PLUGIN_PATH; Debian 13's UCX 1.18.1 and
-#      Open MPI 5 in a debootstrapped root; Ubuntu 24.04's runtime-only UCX 1.16 (the GPU machine's: no ucx_info,
-#      the configuration read off the libraries) and Open MPI 4.1.6 in a debootstrapped root, through
-#      tests/uct/gpu-system-ucx.sh. (Debian 12's UCX 1.13.1 + Open MPI 4.1: in stage 1.)
+#   4. UCX's own UCT test suite (gtest, from Debian 12's UCX 1.13.1 source package, built once and cached) on
+#      gdx's transports beside UCX's own transports of the same class (tests/uct/gtest/);
 #   5. the CPU test set again under AddressSanitizer + UndefinedBehaviorSanitizer (its ctest summary ends the
 #      output).
 # Each stage's cost is printed when it ends, and all of them before the last stage.
-# GPU tests skip here with a stated reason; run them on a GPU machine with scripts/test-gpu.sh.
-# Environment: GDX_TEST_SKIP_RXE=1 / GDX_TEST_SKIP_FUZZ=1 / GDX_TEST_SKIP_UCX_MATRIX=1 / GDX_TEST_SKIP_ASAN=1 skip a
-# stage (local use); GDX_UCX_MATRIX_WORK (default <repo>/.ucx-matrix) keeps the UCX builds and the Debian 13 and Ubuntu 24.04 roots.
+# GPU tests skip here with a stated reason; run them on a GPU machine with scripts/device-run.sh (README, "Test sets").
+# The UCX module is built and tested against Debian 12's UCX 1.13.1 only: binaries from apt, internal headers
+# from `apt-get source ucx` (scripts/fetch-ucx-src.sh). Nothing comes from anywhere but Debian's archive.
+# Environment: GDX_TEST_SKIP_RXE=1 / GDX_TEST_SKIP_FUZZ=1 / GDX_TEST_SKIP_UCX_GTEST=1 / GDX_TEST_SKIP_ASAN=1 skip a
+# stage (local use).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -52,14 +51,9 @@ if [ "${GDX_TEST_SKIP_FUZZ:-0}" != 1 ] && [ -x tests/fuzz/run.sh ]; then
   tests/fuzz/run.sh 60 || fail=1
 fi
 
-if [ "${GDX_TEST_SKIP_UCX_MATRIX:-0}" != 1 ]; then
-  work=${GDX_UCX_MATRIX_WORK:-$root/.ucx-matrix}
-  stage "uct.* on UCX 1.22.0 (built from ../shared/ucx-src, module through UCX_PLUGIN_PATH)"
-  tests/uct/ucx-matrix.sh 1.22 "$work" || fail=1
-  stage "uct.* on Debian 13: UCX 1.18.1 + Open MPI 5 (debootstrapped root)"
-  tests/uct/ucx-matrix.sh 1.18 "$work" || fail=1
-  stage "uct.* on Ubuntu 24.04's runtime-only UCX 1.16 + Open MPI 4.1.6 (the GPU machine's, no ucx_info; debootstrapped root)"
-  tests/uct/ucx-matrix.sh 1.16 "$work" || fail=1
+if [ "${GDX_TEST_SKIP_UCX_GTEST:-0}" != 1 ] && [ -x tests/uct/gtest/run.sh ]; then
+  stage "UCX's UCT gtest (Debian 12's UCX 1.13.1) on gdx's and UCX's transports"
+  tests/uct/gtest/run.sh build || fail=1
 fi
 
 last_dir=build

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Probe (a diagnosis, never a bar): UCP over gdx_shm against UCX posix, host memory, on a machine with a GPU and
-# upstream UCX built with CUDA. Answers three questions in one run:
+# UCX built with CUDA (Debian's 1.13.1, scripts/ucx-build.sh). Answers three questions in one run:
 #   1. does UCX's memory-type cache hold regions once the context is up (bench/probes/ucp_memtype_cache.c)? UCP 1.22
 #      sends small host messages on its fast path only while it is empty;
 #   2. tag_lat 8 B, this module against another one (--base-module) and posix, alternating rounds;
@@ -34,7 +34,7 @@ mt() { # label env...
   env LD_LIBRARY_PATH="$prefix/lib" "$@" timeout 60 /tmp/ucp_memtype_cache 2>&1 | head -40
 }
 mt "posix" UCX_TLS=posix
-mt "posix,cuda_copy (upstream's own CUDA)" UCX_TLS=posix,cuda_copy
+mt "posix,cuda_copy (UCX's own CUDA)" UCX_TLS=posix,cuda_copy
 mt "gdx (this module)" UCX_PLUGIN_PATH="$(dirname "$module")" UCX_TLS=gdx_shm,gdx_aux:aux
 [ -n "$base" ] && mt "gdx (base module)" UCX_PLUGIN_PATH="$(dirname "$base")" UCX_TLS=gdx_shm,gdx_aux:aux
 [ -n "$base" ] && mt "gdx (base module) GDX_MEMTYPE_HOOKS=no" UCX_PLUGIN_PATH="$(dirname "$base")" \

@@ -8,13 +8,17 @@
 # exact libucx0 among them) against what is really installed here; the maintainer scripts run outside the root
 # (--force-script-chrootless: the root has no shell) with an `ldconfig` that only records that it was called.
 # dpkg -P then drops what dpkg -r keeps (the maintainer scripts). With GDX_TEST_DPKG_SYSTEM=1 it installs into the
-# system itself: for a disposable root only
-# (tests/uct/ucx-matrix.sh 1.18 sets it inside its Debian 13 root), with the real postinst and ldconfig.
+# system itself, with the real postinst and ldconfig: for a disposable root or machine only.
 #   test_deb.sh BUILD_DIR FILES-THE-INSTALL-NEEDS...
 . "$(dirname "$0")/lib.sh"
 bdir="$1"; shift
 for f in "$@"; do [ -e "$f" ] || skip "$f is not built (the .deb holds the whole install set: build all targets)"; done
 command -v dpkg >/dev/null && command -v cpack >/dev/null || skip "no dpkg or cpack here"
+# The .deb depends on exactly the libucx0 the module was built against: a UCX that no package owns (one built from
+# source into a prefix, as on the GPU machine) has no such package, and dpkg would check the wrong one.
+libucp=$(ldd "$bdir/src/uct/libuct_gdx.so.0" 2>/dev/null | awk '$1 == "libuct.so.0" {print $3; exit}')
+[ -n "$libucp" ] && dpkg -S "$(readlink -f "$libucp")" >/dev/null 2>&1 ||
+  skip "the UCX the module links ($libucp) belongs to no Debian package: no libucx0 for the .deb to depend on"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/uct-deb.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 

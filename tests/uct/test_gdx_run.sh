@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/gdx-run builds the environment and the mpirun command line it documents, keeps its own variables to
 # itself, prints the mpirun line it runs; a rank whose mpirun line was put together by hand without pml ucx is
-# told so by the loader.
+# told so by the loader; a module built for another UCX version is refused in one line and nothing runs.
 #   test_gdx_run.sh GDX_RUN MODULE [MPI_PROGRAM]
 # MPI_PROGRAM (uct_mpi_check) is a process that calls MPI_Init: from UCX 1.22 on, nothing of gdx is in a rank until
 # pml ucx opens UCX there, which `true` never does.
@@ -19,6 +19,17 @@ else
   grep -q "^LD_PRELOAD=.*libuct_gdx_loader.so" <<<"$load" || fail "UCX $ver: the loader is not preloaded: $load"
   grep -q "^LIBUCT_GDX_PATH=$(dirname "$module")$" <<<"$load" || fail "UCX $ver: LIBUCT_GDX_PATH: $load"
 fi
+
+# A build for another UCX version: one line naming both versions, exit 2, the command never started.
+other=$(mktemp -d) && cp "$module" "$(dirname "$module")/libuct_gdx_loader.so" "$other/" &&
+  sed 's/^version=.*/version=0.0.1/' "$(dirname "$module")/libuct_gdx.ucx" > "$other/libuct_gdx.ucx" ||
+  fail "cannot make a build for another UCX in $other"
+err=$("$gdx_run" --module "$other/libuct_gdx.so.0" sh -c "echo RAN" 2>&1); st=$?
+rm -rf "$other"
+[ "$st" = 2 ] || fail "gdx-run with a build for another UCX exited $st, not 2: $err"
+grep -q RAN <<<"$err" && fail "gdx-run ran the command with a build for another UCX: $err"
+[ "$(grep -c '^gdx-run: the running UCX is .* built for UCX 0.0.1: nothing run' <<<"$err")" = 1 ] && [ "$(wc -l <<<"$err")" = 1 ] ||
+  fail "not one line naming both versions: $err"
 
 # --print-module: the module named, made absolute; without one, the checkout's build trees in their fixed order
 # (build/ before a sanitizer tree, whose module cannot be preloaded alone, whatever the glob order: bench/ took

@@ -4,8 +4,8 @@
 # statistics, debug data); a rebuild of the same UCX with the same options (another libucs build-id, as a
 # distribution's security update makes) is still accepted. The "other" builds are copies of this one whose
 # manifest says so: the loader decides on the manifest against what it reads off the running libucs, so a real
-# build for another UCX is refused the same way (bench/results/ucx-matrix-*/loader-real-builds.txt: real UCX 1.16
-# builds with other options).
+# build for another UCX is refused the same way (checked by hand on 2026-11-25 with real builds of other UCX
+# versions and options; src/uct/README.md, "Loading").
 #   test_loader.sh LOADER MODULE
 . "$(dirname "$0")/lib.sh"
 loader="$1" module="$2"

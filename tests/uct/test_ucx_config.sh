@@ -4,7 +4,7 @@
 # config.h the module was built with, and the config.h it reconstructs must compile the glue exactly as the real
 # one does (same preprocessed code: no macro UCX's headers read is missing or different). The one macro it leaves
 # unset (HAVE_CACHE_LINE_SIZE) must not matter. Where the build's config.h is itself reconstructed (no ucx_info),
-# the comparison is with itself: tests/uct/ucx-matrix.sh 1.16 compares it with Ubuntu's real one.
+# the comparison is with itself.
 #   test_ucx_config.sh PROBE LIBDIR BUILD_CONFIG_DIR -- CC FLAGS... -- GLUE_SOURCES...
 . "$(dirname "$0")/lib.sh"
 probe="$1" libdir="$2" cfgdir="$3"; shift 3
