@@ -7,7 +7,13 @@
 //               ending up in dispatch again) runs nothing.
 //   fail_all()  runs each parked request once, so its owner learns the endpoint's error from the operation it
 //               retries, and drops them (an endpoint that failed or is destroyed).
-//   flush       a flush while requests are parked answers GDX_ERR_NO_RESOURCE (flush_blocked()): they were not
+//   holds_back  while requests are parked, every new operation of the endpoint answers GDX_ERR_NO_RESOURCE, so
+//               its caller parks it behind them and the endpoint's order holds (UCT's contract: UCX's mm and tcp
+//               refuse a send while their pending queue is not empty). Without it a shm endpoint whose peer drained
+//               the ring took a new UCP eager fragment before the parked ones: MPI messages landed in the wrong
+//               receive buffers (bench/mpi, gdx_shm bw/bibw at 32-128 KiB). An operation issued by a request that
+//               is being dispatched is not held back: what was parked before it has run.
+//   flush       a flush while requests are parked answers GDX_ERR_NO_RESOURCE (holds_back()): they were not
 //               issued yet, so a flush that completed now would complete before them. UCP relies on it: its
 //               flush then parks itself behind them. (Found as a lost MPI_Put under UCX 1.18's osc ucx: the put
 //               was parked while gdx_shm connected, and the flush that MPI_Win_fence waited for said done.)
@@ -48,7 +54,7 @@ class FenceGate {
 class PendingQueue {
   public:
     bool empty() const { return head_ == nullptr; }
-    bool flush_blocked() const { return head_ != nullptr && !dispatching_; }
+    bool holds_back() const { return head_ != nullptr && !dispatching_; }
 
     // `component`: for the log line of a bad request. `room_now`: the endpoint could take the operation now.
     gdx_status_t add(PendingRequest *req, bool room_now, const char *component) {

@@ -361,6 +361,39 @@ TEST_P(SoftKeyDomain, BehindAFenceBackPressureAndPendingAddAgree) {
     EXPECT_EQ(check_pattern(dst.data(), dst.size(), 23), SIZE_MAX);
 }
 
+// While a request is parked, a new operation must answer NO_RESOURCE even where the endpoint has room again (the
+// peer drained its ring), so its caller parks it behind: UCT's order. Before this rule a shm endpoint took new UCP
+// eager fragments ahead of parked ones and MPI messages landed in the wrong receive buffers (pending_queue.h).
+TEST_P(SoftKeyDomain, NewOperationsWaitBehindParkedRequests) {
+    Received got;
+    std::vector<std::vector<uint8_t>> order;
+    ASSERT_EQ(b->set_am_handler(3, [](void *arg, tp::Endpoint *, const void *data, size_t len) {
+        auto *v = static_cast<std::vector<std::vector<uint8_t>> *>(arg);
+        v->emplace_back(static_cast<const uint8_t *>(data), static_cast<const uint8_t *>(data) + len);
+    }, &order), GDX_OK);
+    // Fill the endpoint without progress on either side until it answers back-pressure.
+    std::vector<uint8_t> msg(64, 1);
+    unsigned sent = 0;
+    gdx_status_t st = GDX_OK;
+    for (; sent < 1u << 20 && (st = ea->am_short(3, msg.data(), msg.size())) == GDX_OK; ++sent) {}
+    if (st != GDX_ERR_NO_RESOURCE) GTEST_SKIP() << GetParam() << ": no back-pressure after " << sent << " messages";
+    std::vector<uint8_t> parked_msg(64, 2), later_msg(64, 3);
+    Reissue parked;
+    parked.func = Reissue::run;
+    parked.issue = [&] { return ea->am_short(3, parked_msg.data(), parked_msg.size()); };
+    ASSERT_EQ(ea->pending_add(&parked), GDX_OK);
+    // The receiver alone drains: room comes back without the sender's progress dispatching the parked request.
+    for (int i = 0; i < 1000; ++i) b->progress();
+    EXPECT_EQ(ea->am_short(3, later_msg.data(), later_msg.size()), GDX_ERR_NO_RESOURCE)
+        << GetParam() << ": a new operation went ahead of a parked request";
+    // Progress runs the parked request; after it the new one goes, and everything arrives in issue order.
+    ASSERT_TRUE(wait([&] { return parked.last == GDX_OK; }));
+    ASSERT_TRUE(wait([&] { return ea->am_short(3, later_msg.data(), later_msg.size()) != GDX_ERR_NO_RESOURCE; }));
+    ASSERT_TRUE(wait([&] { return order.size() == sent + 2; }));
+    EXPECT_EQ(order[sent], parked_msg);
+    EXPECT_EQ(order[sent + 1], later_msg);
+}
+
 const char *const kTransports[] = {"shm", "tcp", "rc", "cuda_ipc"};
 std::string param_name(const ::testing::TestParamInfo<const char *> &i) { return i.param; }
 

@@ -94,6 +94,7 @@ gdx_status_t CudaIpcEp::ready_for_op() {
     if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE;
     if (st != GDX_OK) return st;
     if (fence_.holds(fence_waits_on())) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
+    if (pending_.holds_back()) return GDX_ERR_NO_RESOURCE; // parked requests go first (pending_queue.h)
     return GDX_OK;
 }
 
@@ -294,7 +295,7 @@ void CudaIpcEp::drain() {
 gdx_status_t CudaIpcEp::flush(Completion *comp) {
     gdx_status_t st = ch_.status();
     if (st != GDX_OK && st != GDX_INPROGRESS) return st;
-    if (pending_.flush_blocked()) return GDX_ERR_NO_RESOURCE; // pending_queue.h: parked requests go first
+    if (pending_.holds_back()) return GDX_ERR_NO_RESOURCE; // pending_queue.h: parked requests go first
     if (active_ == 0 && deferred_.empty()) return GDX_OK;
     if (comp) flushes_.push_back({next_seq_, comp});
     return GDX_INPROGRESS;

@@ -268,7 +268,8 @@ gdx_status_t RcEndpoint::ready(const char *op) const {
     if (error_ != GDX_OK)
         return ::gdx::fail(error_, log::Level::Debug, kComp, "%s: %s on a failed endpoint (%s)",
                            iface_->port_name_.c_str(), op, gdx_status_string(error_));
-    return connected_ ? GDX_OK : GDX_ERR_NO_RESOURCE;
+    if (!connected_ || pending_.holds_back()) return GDX_ERR_NO_RESOURCE; // parked requests go first (pending_queue.h)
+    return GDX_OK;
 }
 
 void RcEndpoint::fail(gdx_status_t st, const char *fmt, ...) {

@@ -141,7 +141,7 @@ gdx_status_t RcEndpoint::am_zcopy(uint8_t id, const void *header, size_t header_
 
 gdx_status_t RcEndpoint::flush(Completion *comp) {
     if (error_ != GDX_OK) return ready("flush");
-    if (pending_.flush_blocked()) return GDX_ERR_NO_RESOURCE; // pending_queue.h: parked requests go first
+    if (pending_.holds_back()) return GDX_ERR_NO_RESOURCE; // pending_queue.h: parked requests go first
     if (posted_seq_ == completed_seq_) return GDX_OK;
     if (comp == nullptr) return GDX_FAIL(GDX_ERR_INVALID_PARAM, kComp, "flush with operations outstanding needs a Completion");
     flushes_.emplace_back(posted_seq_, comp);

@@ -135,6 +135,7 @@ gdx_status_t ShmEp::check_op(const char *what, size_t len, const RemoteKey &rkey
     // which calls this transport directly.
     if ((st = check_key_claims(*iface_, what, raddr, len, rkey, need)) != GDX_OK) return st;
     if (fence_.holds(fence_waits_on())) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
+    if (pending_.holds_back()) return GDX_ERR_NO_RESOURCE; // parked requests go first (pending_queue.h)
     return GDX_OK;
 }
 
@@ -201,7 +202,7 @@ gdx_status_t ShmEp::get(void *buf, size_t len, const MemHandle *, uint64_t remot
 gdx_status_t ShmEp::flush(Completion *comp) {
     gdx_status_t st = ch_.status();
     if (st != GDX_OK && st != GDX_INPROGRESS) return st;
-    if (pending_.flush_blocked()) return GDX_ERR_NO_RESOURCE; // pending_queue.h: parked requests go first
+    if (pending_.holds_back()) return GDX_ERR_NO_RESOURCE; // pending_queue.h: parked requests go first
     if (active_ == 0) return GDX_OK;
     if (comp != nullptr) flushes_.push_back({next_seq_, comp});
     return GDX_INPROGRESS;

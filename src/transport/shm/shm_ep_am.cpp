@@ -20,6 +20,7 @@ gdx_status_t ShmEp::am_not_ready() {
     if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE;
     if (st != GDX_OK) return st;
     if (fence_.holds(fence_waits_on())) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
+    if (pending_.holds_back()) return GDX_ERR_NO_RESOURCE; // parked requests go first (pending_queue.h)
     return GDX_OK;
 }
 

@@ -188,7 +188,7 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
     // Whether an active message may go now: GDX_OK, GDX_ERR_NO_RESOURCE (connecting, or held behind a fence), or
     // the endpoint's error. Inline up to the common case: every message asks.
     gdx_status_t am_ready() {
-        if (ch_.up() && fence_.open(fence_waits_on())) [[likely]]
+        if (ch_.up() && fence_.open(fence_waits_on()) && !pending_.holds_back()) [[likely]]
             return GDX_OK;
         return am_not_ready();
     }

@@ -134,6 +134,7 @@ gdx_status_t TcpEndpoint::ready_for_op(const char *what) {
         return error_;
     }
     if (!conn_ || conn_->state() != Conn::State::Up) return GDX_ERR_NO_RESOURCE; // still connecting
+    if (pending_.holds_back()) return GDX_ERR_NO_RESOURCE; // parked requests go first (pending_queue.h)
     return GDX_OK;
 }
 
@@ -235,7 +236,7 @@ gdx_status_t TcpEndpoint::flush(Completion *comp) {
     if (error_ != GDX_OK) return ready_for_op("flush");
     if (!conn_) return GDX_OK; // nothing was ever issued: operations need a connection
     if (conn_->state() != Conn::State::Up) return GDX_ERR_NO_RESOURCE;
-    if (pending_.flush_blocked()) return GDX_ERR_NO_RESOURCE; // pending_queue.h: parked requests go first
+    if (pending_.holds_back()) return GDX_ERR_NO_RESOURCE; // pending_queue.h: parked requests go first
     if (!striped_.empty() && striped_free_.size() != striped_.size()) return flush_with_stripes(comp);
     bool done_now = false;
     gdx_status_t st = conn_->post_flush(comp, &done_now);
