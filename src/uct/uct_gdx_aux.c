@@ -401,6 +401,10 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_aux_iface_t, uct_md_h md, uct_worker_h worker
         ucs_error(UCT_GDX_AUX_NAME " supports only UCT_IFACE_OPEN_MODE_DEVICE");
         return UCS_ERR_UNSUPPORTED;
     }
+    status = uct_gdx_check_am_alignment(params, UCT_GDX_AUX_NAME);
+    if (status != UCS_OK) {
+        return status;
+    }
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_gdx_aux_iface_ops, &uct_gdx_aux_internal_ops, md, worker,
                               params, tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(UCT_GDX_AUX_NAME));
     ucs_queue_head_init(&self->pending);

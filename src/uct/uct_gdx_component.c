@@ -46,6 +46,23 @@ ucs_status_t uct_gdx_fail(gdx_status_t st, const char *what, const char *name)
     return uct_gdx_status(st);
 }
 
+ucs_status_t uct_gdx_check_am_alignment(const uct_iface_params_t *params, const char *name)
+{
+    if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT)) {
+        if (params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET) {
+            ucs_error("%s: AM alignment offset %zu has no effect without an alignment", name,
+                      params->am_align_offset);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        return UCS_OK;
+    }
+    if ((params->am_alignment == 0) || !ucs_is_pow2(params->am_alignment)) {
+        ucs_error("%s: invalid AM alignment %zu: must be a power of 2", name, params->am_alignment);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
 /* ---- endpoints whose peer is gone (README.md, "A peer that dies") -------------------------------------- */
 
 /* The status UCT's error handler gets for an endpoint whose peer is gone: what UCX's tcp reports for the same

@@ -202,11 +202,17 @@ UCT_GDX_INTERNAL_OPS(uct_gdx_copy_internal_ops, uct_gdx_copy_estimate_perf, uct_
 static UCS_CLASS_INIT_FUNC(uct_gdx_copy_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params, const uct_iface_config_t *tl_config)
 {
+    ucs_status_t status;
+
     UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
                     "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
     if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
         ucs_error(UCT_GDX_COPY_NAME " supports only UCT_IFACE_OPEN_MODE_DEVICE");
         return UCS_ERR_UNSUPPORTED;
+    }
+    status = uct_gdx_check_am_alignment(params, UCT_GDX_COPY_NAME);
+    if (status != UCS_OK) {
+        return status;
     }
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_gdx_copy_iface_ops, &uct_gdx_copy_internal_ops, md,
                               worker, params, tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(UCT_GDX_COPY_NAME));
@@ -321,6 +327,15 @@ static ucs_status_t uct_gdx_copy_mem_reg_impl(uct_md_h md, void *address, size_t
 }
 UCT_GDX_DEFINE_MEM_REG(uct_gdx_copy_mem_reg, uct_gdx_copy_mem_reg_impl)
 
+/* Nothing to release (one static handle), but the parameters are checked as every UCX MD checks them: no memh is
+ * INVALID_PARAM, and DEREG_FLAG_INVALIDATE (not advertised: no UCT_MD_FLAG_INVALIDATE) is UNSUPPORTED. UCX's gtest
+ * test_md.dereg_bad_arg. */
+static ucs_status_t uct_gdx_copy_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params_t *params)
+{
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+    return UCS_OK;
+}
+
 static ucs_status_t uct_gdx_copy_mem_query(uct_md_h md, const void *address, size_t length,
                                            uct_gdx_mem_attr_t *mem_attr)
 {
@@ -340,7 +355,7 @@ static ucs_status_t uct_gdx_copy_md_open(uct_component_t *component, const char 
         .mem_free               = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
         .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
         .mem_reg                = uct_gdx_copy_mem_reg,
-        .mem_dereg              = (uct_md_mem_dereg_func_t)ucs_empty_function_return_success,
+        .mem_dereg              = uct_gdx_copy_mem_dereg,
         .mem_query              = uct_gdx_copy_mem_query,
         .mkey_pack              = (uct_md_mkey_pack_func_t)ucs_empty_function_return_success,
         .detect_memory_type     = uct_gdx_detect_by_query,

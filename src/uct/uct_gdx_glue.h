@@ -91,6 +91,13 @@ ucs_status_t uct_gdx_status(gdx_status_t st);
 /* Logs a failed bridge call at error level with gdx's reason, returns the mapped status. */
 ucs_status_t uct_gdx_fail(gdx_status_t st, const char *what, const char *name);
 
+/* Validates the active-message alignment parameters of an iface_open as UCX's own transports do (through
+ * uct_iface_param_am_alignment and their receive mpools): an alignment that is not a power of two (0 included),
+ * or an offset without an alignment, is UCS_ERR_INVALID_PARAM, logged at error level. gdx delivers every message
+ * in place, never as a descriptor (UCT_CB_PARAM_FLAG_DESC unset), so a valid alignment needs nothing further: it
+ * applies to descriptors only. (uct_gdx_component.c) */
+ucs_status_t uct_gdx_check_am_alignment(const uct_iface_params_t *params, const char *name);
+
 /* Reports each endpoint of the interface whose peer is gone to UCT's error handler, once; from its progress, after
  * gdx's progress returned. How many it reported. (uct_gdx_component.c, next to the status mapping) */
 unsigned uct_gdx_iface_report_failures(uct_gdx_iface_t *iface);

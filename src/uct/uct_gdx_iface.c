@@ -570,6 +570,7 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_iface_t, uct_md_h md, uct_worker_h worker, co
 {
     uct_gdx_md_t *gmd = ucs_derived_of(md, uct_gdx_md_t);
     const char *name  = md->component->name;
+    ucs_status_t status;
     gdx_status_t st;
 
     UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
@@ -578,6 +579,10 @@ static UCS_CLASS_INIT_FUNC(uct_gdx_iface_t, uct_md_h md, uct_worker_h worker, co
         ucs_error("%s supports only UCT_IFACE_OPEN_MODE_DEVICE (open mode 0x%" PRIx64 ")", name,
                   (uint64_t)params->open_mode);
         return UCS_ERR_UNSUPPORTED;
+    }
+    status = uct_gdx_check_am_alignment(params, name);
+    if (status != UCS_OK) {
+        return status;
     }
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_gdx_iface_ops, &uct_gdx_iface_internal_ops, md, worker,
                               params, tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(name));

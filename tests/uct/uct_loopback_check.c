@@ -211,6 +211,36 @@ int main(int argc, char **argv)
     CHECK(uct_iface_open(md, g_worker, &ip, if_cfg, &iface) != UCS_OK, "iface on a non-existent device opened");
     ip.mode.device.tl_name  = rsc[0].tl_name;
     ip.mode.device.dev_name = rsc[0].dev_name;
+    /* AM alignment parameters are validated as UCX's own transports do (UCX's gtest uct_p2p_am_alignment
+     * invalid_align / invalid_offset): an alignment that is not a power of 2, or an offset without one, is refused. */
+    {
+        static const struct { uint64_t mask; size_t align, offset; } bad_align[] = {
+            {UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT, 0, 0},
+            {UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT, 3, 1},
+            {UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET, 0, 11},
+            {UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET, 8, 8},
+        };
+        for (size_t i = 0; i < sizeof(bad_align) / sizeof(bad_align[0]); i++) {
+            uct_iface_params_t bp = ip;
+            bp.field_mask     |= bad_align[i].mask;
+            bp.am_alignment    = bad_align[i].align;
+            bp.am_align_offset = bad_align[i].offset;
+            uct_iface_h bad_iface;
+            ucs_status_t bst = uct_iface_open(md, g_worker, &bp, if_cfg, &bad_iface);
+            CHECK(bst == UCS_ERR_INVALID_PARAM, "iface with AM alignment %zu offset %zu (mask 0x%llx): %s, not "
+                  "INVALID_PARAM", bad_align[i].align, bad_align[i].offset, (unsigned long long)bad_align[i].mask,
+                  ucs_status_string(bst));
+            if (bst == UCS_OK) uct_iface_close(bad_iface);
+        }
+        uct_iface_params_t gp = ip;
+        gp.field_mask  |= UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT | UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
+        gp.am_alignment = 64;
+        gp.am_align_offset = 8;
+        uct_iface_h good_iface;
+        ucs_status_t gst = uct_iface_open(md, g_worker, &gp, if_cfg, &good_iface);
+        CHECK(gst == UCS_OK, "iface with AM alignment 64 offset 8 refused: %s", ucs_status_string(gst));
+        if (gst == UCS_OK) uct_iface_close(good_iface);
+    }
     SETUP(uct_iface_open(md, g_worker, &ip, if_cfg, &iface));
     uct_config_release(if_cfg);
     uct_iface_attr_t ia;
