@@ -32,7 +32,7 @@ if [ "$want_rxe" = 1 ]; then
   pkgs+=(qemu-system-x86 perftest cpio busybox-static kmod xz-utils rdmacm-utils)
 fi
 if [ "$want_ucx_src" = 1 ]; then
-  pkgs+=(dpkg-dev autoconf automake libtool)
+  pkgs+=(dpkg-dev autoconf automake libtool librdmacm-dev)
 fi
 
 missing=()
