@@ -9,10 +9,9 @@
 //               retries, and drops them (an endpoint that failed or is destroyed).
 //   holds_back  while requests are parked, every new operation of the endpoint answers GDX_ERR_NO_RESOURCE, so
 //               its caller parks it behind them and the endpoint's order holds (UCT's contract: UCX's mm and tcp
-//               refuse a send while their pending queue is not empty). Without it a shm endpoint whose peer drained
-//               the ring took a new UCP eager fragment before the parked ones: MPI messages landed in the wrong
-//               receive buffers (bench/mpi, gdx_shm bw/bibw at 32-128 KiB). An operation issued by a request that
-//               is being dispatched is not held back: what was parked before it has run.
+//               refuse a send while their pending queue is not empty): room that the peer frees (a drained ring)
+//               must not let a new operation pass parked ones. An operation issued by a request that is being
+//               dispatched is not held back: what was parked before it has run.
 //   flush       a flush while requests are parked answers GDX_ERR_NO_RESOURCE (holds_back()): they were not
 //               issued yet, so a flush that completed now would complete before them. UCP relies on it: its
 //               flush then parks itself behind them. (Found as a lost MPI_Put under UCX 1.18's osc ucx: the put
