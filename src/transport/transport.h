@@ -196,8 +196,11 @@ class Endpoint {
     virtual ~Endpoint() = default;
     // Bytes the peer needs to connect back to this endpoint (exchanged out of band, e.g. by the bootstrap).
     virtual std::vector<uint8_t> address() const = 0;
-    // Connects to the peer endpoint whose address() bytes are given. May complete asynchronously: operations
-    // issued before the connection is up return GDX_ERR_NO_RESOURCE (or are queued internally, bounded).
+    // Connects to the peer endpoint whose address() bytes are given: GDX_OK when already up, GDX_INPROGRESS while
+    // the handshake goes on. Operations issued before the connection is up return GDX_ERR_NO_RESOURCE (or are
+    // queued internally, bounded); once both sides called connect(), an operation first completes what of the
+    // handshake has arrived (shm, cuda_ipc), so the first send needs no progress call in between (UCT's
+    // connect-to-ep contract, which UCX's own gtest checks).
     virtual gdx_status_t connect(std::span<const uint8_t> remote_address) = 0;
     // GDX_OK once connected, GDX_INPROGRESS while connecting, or the error that broke the connection.
     virtual gdx_status_t state() const = 0;

@@ -67,6 +67,9 @@ struct Opened {
 // Opens `transport` on `device` ("memory" for shm, "GPU<n>" for cuda_ipc) with GDX_* overrides.
 gdx_status_t open_transport(const std::string &transport, const std::string &device,
                             const Config::Overrides &overrides, Opened *out);
+// What connect() may answer: GDX_INPROGRESS, or GDX_OK where the peer connected first and its handshake had
+// arrived (Channel::finish_connect).
+inline bool connect_started(gdx_status_t st) { return st == GDX_OK || st == GDX_INPROGRESS; }
 // Drives progress until `done()` or the deadline; false on timeout.
 template <class F> bool progress_until(tp::Interface &ifc, F done, std::chrono::milliseconds limit) {
     auto end = std::chrono::steady_clock::now() + limit;

@@ -26,8 +26,8 @@ class ShmAm : public ::testing::Test {
         ASSERT_EQ(tp.iface->set_am_handler(kId, on_am, this), GDX_OK);
         ASSERT_EQ(tp.iface->ep_create(&a), GDX_OK);
         ASSERT_EQ(tp.iface->ep_create(&b), GDX_OK);
-        ASSERT_EQ(a->connect(b->address()), GDX_INPROGRESS);
-        ASSERT_EQ(b->connect(a->address()), GDX_INPROGRESS);
+        ASSERT_TRUE(connect_started(a->connect(b->address())));
+        ASSERT_TRUE(connect_started(b->connect(a->address())));
         ASSERT_TRUE(progress_until(*tp.iface, [&] { return a->state() == GDX_OK && b->state() == GDX_OK; }, kLimit));
     }
     static void on_am(void *arg, tp::Endpoint *, const void *data, size_t len) {
@@ -325,8 +325,8 @@ TEST_F(ShmAm, QuietOnlyWhenProgressHasNothingToDo) {
     ASSERT_EQ(tp.iface->set_am_handler(kId, on_am, this), GDX_OK);
     ASSERT_EQ(tp.iface->ep_create(&a), GDX_OK);
     ASSERT_EQ(tp.iface->ep_create(&b), GDX_OK);
-    ASSERT_EQ(a->connect(b->address()), GDX_INPROGRESS);
-    ASSERT_EQ(b->connect(a->address()), GDX_INPROGRESS);
+    ASSERT_TRUE(connect_started(a->connect(b->address())));
+    ASSERT_TRUE(connect_started(b->connect(a->address())));
     EXPECT_FALSE(tp.iface->quiet()) << "quiet while two channels are connecting";
     unsigned quiet = 0, busy = 0;
     auto step = [&] {
@@ -447,7 +447,7 @@ TEST_F(ShmAm, IdleProbeRefusedWhileConnectingAndSegmentsOutliveIt) {
     open();
     std::unique_ptr<tp::Endpoint> c;
     ASSERT_EQ(tp.iface->ep_create(&c), GDX_OK);
-    ASSERT_EQ(c->connect(a->address()), GDX_INPROGRESS);
+    ASSERT_TRUE(connect_started(c->connect(a->address())));
     tp::IdleProbe probe;
     EXPECT_FALSE(tp.iface->fill_idle_probe(&probe)) << "a probe while a channel connects (no word shows a HELLO)";
     c.reset();

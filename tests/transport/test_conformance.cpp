@@ -125,6 +125,26 @@ TEST_P(TransportBase, AmReachesTheHandlerOfItsIdOnly) {
     EXPECT_EQ(ea->state(), GDX_OK);
 }
 
+// UCT's connect-to-ep contract, which UCX's own gtest checks (uct_p2p_am_alignment sends right after both sides
+// connected, with no progress call in between): once both endpoints called connect(), the first active message of
+// either side is taken, whichever side the handshake made the initiator.
+TEST_P(TransportBase, FirstSendAfterBothConnectedIsTaken) {
+    ASSERT_EQ(a->ep_create(&ea), GDX_OK);
+    ASSERT_EQ(b->ep_create(&eb), GDX_OK);
+    Received ra, rb;
+    ASSERT_EQ(a->set_am_handler(2, on_am, &ra), GDX_OK);
+    ASSERT_EQ(b->set_am_handler(2, on_am, &rb), GDX_OK);
+    gdx_status_t s1 = ea->connect(eb->address()), s2 = eb->connect(ea->address());
+    ASSERT_TRUE(s1 == GDX_OK || s1 == GDX_INPROGRESS) << gdx_status_string(s1);
+    ASSERT_TRUE(s2 == GDX_OK || s2 == GDX_INPROGRESS) << gdx_status_string(s2);
+    const std::vector<uint8_t> to_b{1, 2, 3}, to_a{4, 5};
+    EXPECT_EQ(ea->am_short(2, to_b.data(), to_b.size()), GDX_OK) << GetParam() << ": first send of the side that connected first";
+    EXPECT_EQ(eb->am_short(2, to_a.data(), to_a.size()), GDX_OK) << GetParam() << ": first send of the side that connected second";
+    ASSERT_TRUE(wait([&] { return ra.calls == 1 && rb.calls == 1; }));
+    EXPECT_EQ(rb.last, to_b);
+    EXPECT_EQ(ra.last, to_a);
+}
+
 TEST_P(TransportBase, BadAmArgumentsAreRefusedAndSendNothing) {
     ASSERT_NO_FATAL_FAILURE(connect());
     Received r;

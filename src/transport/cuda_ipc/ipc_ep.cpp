@@ -90,7 +90,7 @@ gdx_status_t CudaIpcEp::connect(std::span<const uint8_t> remote_address) {
 // ---- operations -----------------------------------------------------------------------------------------
 
 gdx_status_t CudaIpcEp::ready_for_op() {
-    gdx_status_t st = ch_.status();
+    gdx_status_t st = ch_.op_status();
     if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE;
     if (st != GDX_OK) return st;
     if (fence_.holds(fence_waits_on())) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence

@@ -181,8 +181,10 @@ gdx_status_t Channel::connect(std::span<const uint8_t> remote, std::vector<uint8
             close_stash(s);
         }
     }
-    if (initiator()) retry_connect();
-    return state_ == State::Failed ? error_ : GDX_INPROGRESS;
+    // A peer that connected first has its HELLO waiting already: answering it now makes both sides up without
+    // a progress call in between.
+    if (state_ == State::Connecting) finish_connect();
+    return state_ == State::Failed ? error_ : state_ == State::Up ? GDX_OK : GDX_INPROGRESS;
 }
 
 std::vector<uint8_t> Channel::hello_body(uint16_t type) const {
@@ -461,9 +463,19 @@ void Channel::flush_ctrl() {
     }
 }
 
-void Channel::on_socket_readable() {
+gdx_status_t Channel::finish_connect() {
+    if (initiator()) {
+        retry_connect();
+        if (sock_ >= 0) on_socket_readable(true);
+    } else {
+        hub_->take_hellos();
+    }
+    return status();
+}
+
+void Channel::on_socket_readable(bool until_up) {
     const char *tn = hub_->config().transport;
-    while (sock_ >= 0) {
+    while (sock_ >= 0 && !(until_up && state_ != State::Connecting)) {
         uint8_t buf[kMaxCtrlMsg];
         int fds[kMaxFdsPerMsg];
         size_t len = 0, nfds = 0;

@@ -79,6 +79,10 @@ class Channel {
     // *peer_extra receives the owner's bytes of the peer address.
     gdx_status_t connect(std::span<const uint8_t> remote, std::vector<uint8_t> *peer_extra);
     gdx_status_t status() const; // GDX_OK up, GDX_INPROGRESS, or the error that broke it
+    // status() as an operation sees it: a connecting channel first completes what of its handshake has already
+    // arrived (no wait), so the first send after both sides called connect() finds it up, as UCT's
+    // connect-to-ep contract expects. Reads no control message but the handshake's.
+    gdx_status_t op_status() { return state_ == State::Connecting ? finish_connect() : status(); }
     State state() const { return state_; }
     bool up() const { return state_ == State::Up; }
     void fail(gdx_status_t status, const char *why);
@@ -216,7 +220,9 @@ class Channel {
     // ---- used by the hub ----
     int sock() const { return sock_; }
     void on_hello(int fd, const PeerCred &cred, const uint8_t *msg, size_t len, int *fds, size_t nfds);
-    void on_socket_readable();
+    // until_up: stop once the handshake is done (an operation finishing it must not run owners' handlers).
+    void on_socket_readable(bool until_up = false);
+    gdx_status_t finish_connect();
     void check_timeout(int64_t now_ns);
     void retry_connect();
     void flush_ctrl();

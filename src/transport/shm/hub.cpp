@@ -136,6 +136,11 @@ void Hub::accept_all() {
     }
 }
 
+void Hub::take_hellos() {
+    accept_all();
+    for (size_t p = pending_.size(); p-- > 0;) handle_pending(p); // erases p when it handled a HELLO
+}
+
 void Hub::drop_pending(size_t i) {
     unwatch(pending_[i].fd);
     close(pending_[i].fd);

@@ -69,6 +69,9 @@ class Hub {
     bool ctrl_idle() const { return !maybe_connecting_ && pending_.empty(); }
     // A channel started connecting: progress_ctrl() runs on every call until none is (it clears this).
     void note_connecting() { maybe_connecting_ = true; }
+    // Accepts waiting connections and hands the HELLOs already there to their channels; nothing else is read
+    // (Channel::finish_connect, from an operation, must not run other endpoints' handlers).
+    void take_hellos();
     // Drains the eventfd and marks every up channel's ring as sleeping. GDX_ERR_BUSY (nothing marked) when a
     // ring already holds records: progress first (or, once logged, when membarrier() failed: never a sleep that
     // could miss a message).

@@ -121,7 +121,7 @@ void ShmEp::check_flushes() {
 
 gdx_status_t ShmEp::check_op(const char *what, size_t len, const RemoteKey &rkey, uint64_t raddr, unsigned need,
                              const SoftRemoteKey **key) {
-    gdx_status_t st = ch_.status();
+    gdx_status_t st = ch_.op_status();
     if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE; // not connected yet: retry after progress()
     if (st != GDX_OK) {
         GDX_DEBUG(kComp, "%s on a failed endpoint: %s", what, gdx_status_string(st));

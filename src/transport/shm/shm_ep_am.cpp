@@ -16,7 +16,7 @@ constexpr const char *kComp = "shm";
 
 // am_ready() past its common case.
 gdx_status_t ShmEp::am_not_ready() {
-    gdx_status_t st = ch_.status();
+    gdx_status_t st = ch_.op_status();
     if (st == GDX_INPROGRESS) return GDX_ERR_NO_RESOURCE;
     if (st != GDX_OK) return st;
     if (fence_.holds(fence_waits_on())) return GDX_ERR_NO_RESOURCE; // ordered after everything before the fence
