@@ -17,6 +17,7 @@ TcpEndpoint::~TcpEndpoint() {
         conn_.reset();
     }
     forget_lanes();
+    fail_early(GDX_ERR_CANCELED);
     if (!pending_.empty())
         GDX_DEBUG("tcp", "endpoint 0x%016" PRIx64 " destroyed with parked requests; they are dropped", id_);
     iface_->ep_destroyed(this);
@@ -111,19 +112,79 @@ gdx_status_t TcpEndpoint::state() const {
 void TcpEndpoint::on_up() {
     connect_deadline_ = Clock::time_point::max();
     lanes_.resize(conn_ ? conn_->lanes_agreed() : 0); // opened on the first large put (want_lanes)
+    drain_early();
     if (!pending_.empty()) iface_->pending_changed(true);
 }
 
 void TcpEndpoint::on_closed(gdx_status_t st) {
     if (error_ == GDX_OK) error_ = st;
     connect_deadline_ = Clock::time_point::max();
+    fail_early(error_);
     close_lanes(st);
     // Parked requests run once more so their owners learn the error from the calls they make.
     if (!pending_.empty() && iface_ != nullptr) iface_->pending_changed(true);
 }
 
 void TcpEndpoint::room_freed() {
+    drain_early();
     if (!pending_.empty() && iface_ != nullptr) iface_->pending_changed(true);
+}
+
+gdx_status_t TcpEndpoint::am_early(uint8_t id, const void *inline_data, size_t inline_len, const void *payload,
+                                   size_t len, bool copy_payload, Completion *comp) {
+    EarlyAm e{id, copy_payload, {}, {}, payload, len, comp};
+    const auto *h = static_cast<const uint8_t *>(inline_data);
+    const auto *p = static_cast<const uint8_t *>(payload);
+    try {
+        if (inline_len) e.inline_bytes.assign(h, h + inline_len);
+        if (copy_payload && len) e.payload_copy.assign(p, p + len);
+        early_.push_back(std::move(e));
+    } catch (const std::bad_alloc &) {
+        return GDX_ERR_NO_RESOURCE;
+    }
+    return comp != nullptr ? GDX_INPROGRESS : GDX_OK;
+}
+
+// An active message: sent now when the connection is up and nothing issued earlier waits, kept in early_ while it
+// comes up (room there), GDX_ERR_NO_RESOURCE otherwise.
+gdx_status_t TcpEndpoint::am_post(uint8_t id, const void *inline_data, size_t inline_len, const void *payload,
+                                  size_t len, bool copy_payload, Completion *comp) {
+    const bool up = conn_ && conn_->state() == Conn::State::Up;
+    if (!up && error_ == GDX_OK && connect_called_ && early_.size() < kEarlyMax && !pending_.holds_back())
+        return am_early(id, inline_data, inline_len, payload, len, copy_payload, comp);
+    gdx_status_t st = ready_for_op("am");
+    if (st == GDX_OK) st = before_main_op();
+    if (st != GDX_OK) return st;
+    return conn_->post_am(id, inline_data, inline_len, payload, len, copy_payload, comp);
+}
+
+void TcpEndpoint::drain_early() {
+    if (draining_early_) return; // post_am() frees room as it writes, and room_freed() comes here again
+    draining_early_ = true;
+    while (!early_.empty() && conn_ && conn_->state() == Conn::State::Up) {
+        EarlyAm e = std::move(early_.front());
+        early_.pop_front();
+        const void *payload = e.copy_payload ? e.payload_copy.data() : e.payload;
+        gdx_status_t st = before_main_op();
+        if (st == GDX_OK)
+            st = conn_->post_am(e.id, e.inline_bytes.data(), e.inline_bytes.size(), payload, e.len, e.copy_payload,
+                                e.comp);
+        if (st == GDX_ERR_NO_RESOURCE) { // room_freed() comes back here
+            early_.push_front(std::move(e));
+            break;
+        }
+        if (st != GDX_OK && st != GDX_INPROGRESS && e.comp != nullptr) iface_->complete_later(e.comp, st);
+    }
+    draining_early_ = false;
+}
+
+void TcpEndpoint::fail_early(gdx_status_t st) {
+    for (EarlyAm &e : early_)
+        if (e.comp != nullptr && iface_ != nullptr) iface_->complete_later(e.comp, st);
+    if (!early_.empty())
+        GDX_DEBUG("tcp", "endpoint 0x%016" PRIx64 ": %zu active messages issued before the connection came up are "
+                         "dropped: %s", id_, early_.size(), gdx_status_string(st));
+    early_.clear();
 }
 
 gdx_status_t TcpEndpoint::ready_for_op(const char *what) {
@@ -134,6 +195,7 @@ gdx_status_t TcpEndpoint::ready_for_op(const char *what) {
         return error_;
     }
     if (!conn_ || conn_->state() != Conn::State::Up) return GDX_ERR_NO_RESOURCE; // still connecting
+    if (!early_.empty()) return GDX_ERR_NO_RESOURCE; // active messages issued while connecting go first
     if (pending_.holds_back()) return GDX_ERR_NO_RESOURCE; // parked requests go first (pending_queue.h)
     return GDX_OK;
 }
@@ -206,19 +268,15 @@ gdx_status_t TcpEndpoint::get(void *buf, size_t len, const MemHandle *lmemh, uin
 gdx_status_t TcpEndpoint::am_short(uint8_t id, const void *data, size_t len) {
     if (iface_ == nullptr) return ready_for_op("am_short");
     gdx_status_t st = check_am_short(*iface_, id, data, len);
-    if (st == GDX_OK) st = ready_for_op("am_short");
-    if (st == GDX_OK) st = before_main_op();
     if (st != GDX_OK) return st;
-    return conn_->post_am(id, data, len, nullptr, 0, false, nullptr);
+    return am_post(id, data, len, nullptr, 0, false, nullptr);
 }
 
 gdx_status_t TcpEndpoint::am_bcopy(uint8_t id, const void *data, size_t len) {
     if (iface_ == nullptr) return ready_for_op("am_bcopy");
     gdx_status_t st = check_am_bcopy(*iface_, id, data, len);
-    if (st == GDX_OK) st = ready_for_op("am_bcopy");
-    if (st == GDX_OK) st = before_main_op();
     if (st != GDX_OK) return st;
-    return conn_->post_am(id, nullptr, 0, data, len, true, nullptr);
+    return am_post(id, nullptr, 0, data, len, true, nullptr);
 }
 
 gdx_status_t TcpEndpoint::am_zcopy(uint8_t id, const void *header, size_t header_len, const void *payload, size_t len,
@@ -226,14 +284,13 @@ gdx_status_t TcpEndpoint::am_zcopy(uint8_t id, const void *header, size_t header
     if (iface_ == nullptr) return ready_for_op("am_zcopy");
     gdx_status_t st = check_am_zcopy(*iface_, id, header, header_len, payload, len);
     if (st == GDX_OK) st = check_local("am_zcopy", payload, len, memh, kAccessLocalRead);
-    if (st == GDX_OK) st = ready_for_op("am_zcopy");
-    if (st == GDX_OK) st = before_main_op();
     if (st != GDX_OK) return st;
-    return conn_->post_am(id, header, header_len, payload, len, false, comp);
+    return am_post(id, header, header_len, payload, len, false, comp);
 }
 
 gdx_status_t TcpEndpoint::flush(Completion *comp) {
     if (error_ != GDX_OK) return ready_for_op("flush");
+    if (!early_.empty()) return GDX_ERR_NO_RESOURCE; // active messages issued while connecting are not sent yet
     if (!conn_) return GDX_OK; // nothing was ever issued: operations need a connection
     if (conn_->state() != Conn::State::Up) return GDX_ERR_NO_RESOURCE;
     if (pending_.holds_back()) return GDX_ERR_NO_RESOURCE; // pending_queue.h: parked requests go first
@@ -265,6 +322,7 @@ bool TcpEndpoint::pending_runnable() const { return !pending_.empty() && (error_
 
 // A parked request also runs once the endpoint failed, so it learns the error from the operation it retries.
 unsigned TcpEndpoint::dispatch_pending() {
+    drain_early();
     return pending_.dispatch([this] { return error_ != GDX_OK || room_for_request(); });
 }
 

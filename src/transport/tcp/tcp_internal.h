@@ -380,6 +380,27 @@ class TcpEndpoint final : public Endpoint {
     bool striped_done_through(uint64_t seq) const;
 
     gdx_status_t ready_for_op(const char *what);
+    // Active messages issued while the connection comes up wait in early_ (in order, at most kEarlyMax), so the
+    // first send after both sides called connect() is taken (UCT's connect-to-ep contract; UCX's gtest sends so),
+    // and go out first once it is up. A short or bcopy message is copied; a zcopy one keeps its buffer, as zcopy
+    // always does, and completes when written.
+    struct EarlyAm {
+        uint8_t id;
+        bool copy_payload;
+        std::vector<uint8_t> inline_bytes, payload_copy;
+        const void *payload;
+        size_t len;
+        Completion *comp;
+    };
+    static constexpr size_t kEarlyMax = 64;
+    gdx_status_t am_early(uint8_t id, const void *inline_data, size_t inline_len, const void *payload, size_t len,
+                          bool copy_payload, Completion *comp);
+    gdx_status_t am_post(uint8_t id, const void *inline_data, size_t inline_len, const void *payload, size_t len,
+                         bool copy_payload, Completion *comp);
+    void drain_early();
+    void fail_early(gdx_status_t st);
+    std::deque<EarlyAm> early_;
+    bool draining_early_ = false;
     gdx_status_t check_local(const char *what, const void *buf, size_t len, const MemHandle *memh, unsigned need);
     gdx_status_t check_remote(const char *what, uint64_t addr, size_t len, const RemoteKey &rkey, unsigned need,
                               uint64_t *key_id);
