@@ -327,6 +327,14 @@ extern "C" gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface) {
     return iface->itf->arm_wakeup();
 }
 
+// An endpoint whose connection broke has nothing left to flush: its operations completed with the error, and the
+// failure goes to UCT's error handler. An interface flush passes over it, as UCX's transports' do (UCX's gtest
+// test_uct_peer_failure flushes the survivor's interface after the peer died and expects UCS_OK).
+static bool connection_broke(const gdx_uct_ep *ep) {
+    const gdx_status_t st = ep->ep->state();
+    return st != GDX_OK && st != GDX_INPROGRESS;
+}
+
 extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_comp) {
     iface->touched();
     // Requests parked on an endpoint are not covered either, but an interface flush has no NO_RESOURCE answer
@@ -334,6 +342,7 @@ extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_co
     // rc interface flush says for its endpoints' NO_RESOURCE; UCP polls again. A completion could not be
     // honoured before they are issued: NO_RESOURCE then (UCP never passes one; UCX's transports refuse it).
     for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
+        if (connection_broke(ep)) continue;
         // Engine requests too: they complete in progress(), and the transport's flush comes after them.
         if (has_parked(ep) || (iface->ue != nullptr && iface->ue->outstanding(ep)))
             return (uct_comp == nullptr) ? GDX_INPROGRESS : GDX_ERR_NO_RESOURCE;
@@ -341,6 +350,7 @@ extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_co
     if (uct_comp == nullptr) {
         gdx_status_t result = GDX_OK;
         for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
+            if (connection_broke(ep)) continue;
             gdx_status_t st = gdx_uct_ep_flush(ep, nullptr);
             if (st == GDX_ERR_NO_RESOURCE) st = GDX_INPROGRESS; // purged nodes gdx still holds (pending_queue.h)
             if (st != GDX_OK && result == GDX_OK) result = st;
@@ -352,6 +362,7 @@ extern "C" gdx_status_t gdx_uct_iface_flush(gdx_uct_iface_t *iface, void *uct_co
     GdxUctComp *agg = iface->get_comp(uct_comp);
     if (agg == nullptr) return GDX_ERR_NO_MEMORY;
     for (gdx_uct_ep *ep = iface->eps; ep != nullptr; ep = ep->next) {
+        if (connection_broke(ep)) continue;
         ++agg->c.count;
         gdx_status_t st = ep->ep->flush(&agg->c);
         if (st == GDX_ERR_NO_RESOURCE) st = GDX_OK; // only purged nodes are parked there (has_parked said so)

@@ -64,7 +64,7 @@ static uct_component_h uct_check_setup(const char *tl, ucs_async_context_t **asy
 }
 
 /* Two endpoints of one interface connected to each other (connect-to-ep), addresses of up to 512 bytes. */
-static void uct_check_connect_pair(uct_iface_h iface, const void *dev_addr, uct_ep_h *a, uct_ep_h *b)
+static UCS_F_MAYBE_UNUSED void uct_check_connect_pair(uct_iface_h iface, const void *dev_addr, uct_ep_h *a, uct_ep_h *b)
 {
     uct_ep_params_t params = {.field_mask = UCT_EP_PARAM_FIELD_IFACE, .iface = iface};
     uint8_t a_addr[512], b_addr[512];
