@@ -7,14 +7,16 @@
 #   3. the GPU test set (ctest -L gpu: the uct.gpu.* checks of UCP and Open MPI over gdx with CUDA buffers among
 #      them), the module's host-memory checks (ctest -L cpu -R '^uct\.'), compute-sanitizer on --sanitize;
 #   4. gdx-run on the machine's own UCX (1.16, a runtime gdx has no build for): one line, nothing run;
-#   5. benches beside that UCX with CUDA: bench/intranode_staged_vs_ucx.sh, bench/uct_engine_vs_pipeline.sh.
+#   5. benches beside that UCX with CUDA: bench/intranode_staged_vs_ucx.sh, bench/uct_engine_vs_pipeline.sh, and
+#      Open MPI with CUDA buffers on both ranks under MPS (bench/mpi/gdx_vs_ucx.sh: gdx-run's default against UCX's
+#      default, and P2P off against UCX's sm,self,cuda_copy).
 # On a warm machine (a call within 30 s of the last) the UCX built by the last call is reused.
 #
 #   scripts/device-run.sh --carry DIR [--rounds N] [--sanitize GTEST-FILTER] [--skip STEP,...]
 #     --carry     what `scripts/carry-debian.sh download DIR` made here (carry it with the device tool)
-#     --skip      any of: probes, tests, uct, sanitize, sysucx, bench, uct-bench
+#     --skip      any of: probes, tests, uct, sanitize, sysucx, bench, uct-bench, mpi-bench
 # Writes $OUT/dev/: console.txt (this output), ctest-gpu.txt, ctest-uct.txt, sanitizer.txt, sysucx.txt,
-# staged-vs-ucx.txt, uct-engine.txt. Every step is bounded; a failed step is reported and the next one still
+# staged-vs-ucx.txt, uct-engine.txt, mpi-default.txt, mpi-p2p-off.txt (raw runs in mpi-*/). Every step is bounded; a failed step is reported and the next one still
 # runs. Exit status: 0 when every step that ran passed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -137,6 +139,24 @@ if ! skipped uct-bench && [ -x "$ucx/bin/ucx_perftest" ]; then
   timeout 900 bench/uct_engine_vs_pipeline.sh --out "$out/uct-engine.txt" --ucx-prefix "$ucx" --build build-gpu \
     --no-build --rounds "$rounds" > /dev/null 2>&1 || fail "the UCX module bench"
   grep -E "^bar |^# medians|^n/a|^(engine|pipeline|staged|ucx|ucx_ipc) " "$out/uct-engine.txt" | tail -30
+fi
+
+if ! skipped mpi-bench && [ -x build-gpu/bench/mpi/gdx_mpi_bench ]; then
+  # Two ranks on one GPU time-slice it without MPS (~150 us an operation), for UCX and gdx alike.
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d 2>&1 || fail "MPS daemon"
+  say "MPI, CUDA buffers, MPS: gdx-run's default vs UCX's default (bench/mpi/gdx_vs_ucx.sh, $rounds rounds)"
+  timeout 280 bench/mpi/gdx_vs_ucx.sh --build build-gpu --tls default --ucx-tls all -m cuda -M cuda -t lat,bw,bibw \
+    --min 8 --max 4M -r "$rounds" --timeout 60 --out "$out/mpi-default" > "$out/mpi-default.txt" 2>&1 ||
+    fail "MPI bench, default paths"
+  grep -E "^round|^bar |VALIDATION" "$out/mpi-default.txt" | tail -40
+  say "MPI, CUDA buffers, MPS, P2P off: gdx (GDX_P2P=no) vs UCX sm,self,cuda_copy"
+  timeout 200 bench/mpi/gdx_vs_ucx.sh --build build-gpu --tls default --gdx-env GDX_P2P=no --ucx-tls sm,self,cuda_copy \
+    -m cuda -M cuda -t lat,bw --min 8 --max 4M -r "$rounds" --timeout 60 --bw-bar 1.3 --bar-from 256K \
+    --out "$out/mpi-p2p-off" > "$out/mpi-p2p-off.txt" 2>&1 || fail "MPI bench, P2P off"
+  grep -E "^round|^bar |VALIDATION" "$out/mpi-p2p-off.txt" | tail -40
+  echo quit | nvidia-cuda-mps-control 2>&1
 fi
 
 say "done, exit $rc"

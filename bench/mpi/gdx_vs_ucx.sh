@@ -7,7 +7,7 @@
 # Every mpirun runs under `timeout`. Raw logs and CSVs go to --out (default: a new directory under /tmp).
 #
 #   bench/mpi/gdx_vs_ucx.sh [options] [-- extra gdx_mpi_bench options]
-#     --tls LIST        gdx transports (gdx-run --tls; default gdx_shm)
+#     --tls LIST        gdx transports (gdx-run --tls; default gdx_shm); "default": gdx-run's own choice (no --tls)
 #     --ucx-tls LIST    UCX_TLS of the UCX-alone runs (default sm,self; e.g. tcp,self or sm,self,cuda_copy)
 #     -m, --mem KIND    host|cuda, buffers of ranks 0..N/2-1 (default host)
 #     -M, --rmem KIND   host|cuda, buffers of ranks N/2..N-1 (default host)
@@ -66,6 +66,8 @@ mkdir -p "$OUT"
 ARGS=(-t "$TESTS" -m "$SMEM" -M "$RMEM" --min "$MIN" --max "$MAX" "${EXTRA[@]}")
 ENVX=() # -x NAME for every --gdx-env / --ucx-env variable (mpirun forwards it to the ranks)
 first_tl=${TLS%%,*}
+RUNTLS=(--tls "$TLS")
+if [ "$TLS" = default ]; then RUNTLS=(); first_tl=gdx_; fi
 
 echo "# $CMD"
 echo "# date $(date -u +%Y-%m-%dT%H:%M:%SZ); git $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' (dirty tree)')"
@@ -86,7 +88,7 @@ run_one() { # run_one gdx|ucx ROUND -> prints one status line
   (
     echo "# round $round, $who, uptime before:$(uptime)"
     if [ "$who" = gdx ]; then
-      env UCX_LOG_LEVEL=info "${env[@]}" timeout "$TMO" tools/gdx-run --tls "$TLS" mpirun --allow-run-as-root \
+      env UCX_LOG_LEVEL=info "${env[@]}" timeout "$TMO" tools/gdx-run "${RUNTLS[@]}" mpirun --allow-run-as-root \
         "${OVER[@]}" -np "$NP" -x UCX_LOG_LEVEL "${x[@]}" "$BENCH" "${ARGS[@]}" -l gdx --csv "$csv"
     else
       env UCX_LOG_LEVEL=info "${env[@]}" timeout "$TMO" mpirun --allow-run-as-root "${OVER[@]}" -np "$NP" \
@@ -103,7 +105,7 @@ run_one() { # run_one gdx|ucx ROUND -> prints one status line
   local note=""
   [ "$rc" = 124 ] && note=" TIMED OUT (hang?)"
   [ "$rc" = 1 ] && note=" VALIDATION ERRORS: $(grep -E 'bytes wrong|VALIDATION' "$log" | head -1 | cut -c1-160)"
-  if [ "$who" = gdx ] && ! grep -qE "tag\([^)]*$first_tl/" "$log"; then
+  if [ "$who" = gdx ] && ! grep -qE "tag\([^)]*$first_tl" "$log"; then
     note="$note NOT ON $first_tl (module not loaded?): not counted"
     rm -f "$csv"
   fi
