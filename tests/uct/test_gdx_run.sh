@@ -77,9 +77,33 @@ grep -E "^GDX_(RUN_AUX|RUN_TLS|UCT_MODULE)=" <<<"$out" && fail "gdx-run passed i
 out=$(GDX_RUN_AUX=gdx_aux "$gdx_run" --module "$module" --tls gdx_shm --print mpirun -np 2 ./app)
 grep -q "GDX_RUN_AUX" <<<"$out" && fail "gdx-run exported GDX_RUN_AUX to the ranks: $out"
 
-# the module's own ucx_info listing picks the default transports
-out=$(env -u UCX_TLS "$gdx_run" --module "$module" --print true)
-grep -q "UCX_TLS=gdx_" <<<"$out" || fail "no gdx transport chosen by default: $out"
+# The default: UCX's own transports, gdx's only for a class this UCX has none of. ucx_info -d (module loaded) says
+# what each has; every gdx transport whose class UCX covers is left out by name, the rest stay, and the one line
+# on stderr says so.
+listed=$(env $(load_env_of "$module") timeout 60 ucx_info -d | sed -n 's/^#[[:space:]]*Transport: //p' | sort -u)
+has() { grep -qx "$1" <<<"$listed"; }
+grep -q '^gdx_' <<<"$listed" || fail "ucx_info -d with the module loaded lists no gdx transport: $listed"
+out=$(env -u UCX_TLS "$gdx_run" --module "$module" --print true 2>&1)
+tls=$(sed -n 's/.*UCX_TLS=\([^ ]*\) .*/\1/p' <<<"$out")
+[ -n "$tls" ] || fail "gdx-run --print: no UCX_TLS: $out"
+[ "$tls" = all ] || [ "${tls#^}" != "$tls" ] || fail "default UCX_TLS is not 'all' or a list to leave out: $tls"
+for row in "gdx_shm posix sysv" "gdx_tcp tcp" "gdx_ipc cuda_ipc" "gdx_copy cuda_copy"; do
+  set -- $row; gtl=$1; shift
+  has "$gtl" || continue
+  covered=0; for p in "$@"; do has "$p" && covered=1; done
+  left=0; [[ ",${tls#^}," == *",$gtl,"* ]] && left=1
+  if [ "$covered" = 1 ] && [ "$left" = 0 ]; then fail "$gtl used by default though UCX has $*: UCX_TLS=$tls"; fi
+  if [ "$covered" = 0 ] && [ "$gtl" != gdx_copy ] && [ "$left" = 1 ]; then
+    fail "$gtl left out by default though UCX has none of $*: UCX_TLS=$tls"
+  fi
+done
+out=$(env -u UCX_TLS "$gdx_run" --module "$module" --print mpirun -np 2 ./app 2>&1)
+grep -qF -- "--mca pml_ucx_tls any" <<<"$out" || fail "default mpirun line: pml_ucx_tls is not any: $out"
+err=$(env -u UCX_TLS "$gdx_run" --module "$module" true 2>&1 >/dev/null)
+[ "$(grep -c "^gdx-run: UCX's own transports, and gdx for what this UCX has none of: " <<<"$err")" = 1 ] ||
+  fail "gdx-run did not say once what it chose: $err"
+err=$(env -u UCX_TLS "$gdx_run" --module "$module" --tls gdx_shm true 2>&1 >/dev/null)
+grep -q "^gdx-run: gdx transports chosen: gdx_shm" <<<"$err" || fail "gdx-run --tls did not say what it chose: $err"
 "$gdx_run" --module /nonexistent true 2>/dev/null && fail "a missing module was accepted"
 
 if command -v mpirun >/dev/null && [ "$(hostname)" != "(none)" ]; then
