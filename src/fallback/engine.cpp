@@ -29,7 +29,7 @@ gdx_status_t Params::from_config(const Config &cfg, Params *out) {
     p.depth = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(StagingVar::STAGING_DEPTH), 1u << 20));
     p.pool_slots = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(StagingVar::STAGING_POOL), 1u << 20));
     p.small_thresh = cfg.size(StagingVar::STAGING_THRESH);
-    p.peer_timeout_ns = cfg.duration(tp::TransportVar::PEER_TIMEOUT).count(); // inf: INT64_MAX, the clock never fires
+    p.peer_timeout_ns = cfg.duration(tp::TransportVar::PEER_SILENCE_TIMEOUT).count(); // inf: INT64_MAX, never fires
     p.topo_file = cfg.str(topo::TopoVar::TOPO_FILE);
     p.fault.p2p_every = cfg.uint(StagingVar::FAULT_P2P_EVERY);
     p.fault.p2p_percent = cfg.uint(StagingVar::FAULT_P2P_PERCENT);
@@ -326,7 +326,7 @@ void Engine::dispatch(PeerLink &peer, const CtrlMsg &m) {
     case CtrlType::Pong: break; // heard() in on_am is all it is for
     case CtrlType::Bye:
         peer.declare_dead(GDX_ERR_CONNECTION_RESET, m.status == GDX_ERR_TIMEOUT
-                                                        ? "it declared this process dead (silent for its GDX_PEER_TIMEOUT)"
+                                                        ? "it declared this process dead (silent for its GDX_PEER_SILENCE_TIMEOUT)"
                                                         : "it destroyed its endpoint");
         break;
     }

@@ -4,8 +4,9 @@
 // staged work waiting forever: on the initiator, requests waiting for a GRANT, a DONE or a GET_DONE; on the
 // target, slots granted to a peer that never fills them (or never returns them when recalled), and stage-outs
 // for its gets. Whatever waits (PeerLink::Wait, computed by Engine::progress) runs the one clock: a peer quiet
-// for a quarter of GDX_PEER_TIMEOUT is sent PING (its engine answers PONG from its progress, so a live peer that
-// is merely slow is never declared dead), and a peer quiet for the whole GDX_PEER_TIMEOUT is declared dead:
+// for a quarter of GDX_PEER_SILENCE_TIMEOUT is sent PING (its engine answers PONG from its progress, so a peer
+// that is merely slow is not declared dead), and a peer quiet for all of it is declared dead (off by default: a
+// rank that computes for minutes without progressing is alive; a peer that is gone fails through its transport):
 // requests waiting on it fail with GDX_ERR_TIMEOUT, the engine takes back what it lent it (Engine::progress,
 // reclaim_peer) and says BYE, so a peer that resumes learns at once that it was given up. A peer that destroys
 // its endpoint says BYE too (class 3): what waits on it fails at once with GDX_ERR_CONNECTION_RESET.
@@ -63,7 +64,7 @@ void PeerLink::watch(unsigned waiting, int64_t now_ns, int64_t timeout_ns) {
     heard_since_watch_ = false;
     if (quiet_ns_ > timeout_ns) {
         char why[128];
-        std::snprintf(why, sizeof(why), "silent for GDX_PEER_TIMEOUT (%.3f s) while ",
+        std::snprintf(why, sizeof(why), "silent for GDX_PEER_SILENCE_TIMEOUT (%.3f s) while ",
                       static_cast<double>(timeout_ns) / 1e9);
         declare_dead(GDX_ERR_TIMEOUT, why + waits_text(waiting));
         return;

@@ -14,8 +14,9 @@ namespace {
 const char *meaning(gdx_status_t st, bool is_put) {
     switch (st) {
     case GDX_ERR_TIMEOUT:
-        return "the peer was silent for GDX_PEER_TIMEOUT while this request was outstanding (stopped, hung, or "
-               "not calling gdx_progress)";
+        return "the peer did not answer while this request was outstanding: its host or link was down for "
+               "GDX_PEER_TIMEOUT, or it was silent for GDX_PEER_SILENCE_TIMEOUT (hung, stopped, or not calling "
+               "gdx_progress)";
     case GDX_ERR_CONNECTION_RESET:
         return "the peer went away or destroyed its endpoint before the request completed";
     case GDX_ERR_ACCESS_DENIED:

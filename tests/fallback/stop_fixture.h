@@ -1,7 +1,7 @@
 // The stopped-peer fixture (issue 16): this process and a second one (stop_peer, exec'd and driven over pipes by the
 // intranode tests' Link), met through gdx's bootstrap, over the public C API, every fragment staged
-// (GDX_FAULT_P2P_EVERY=1), GDX_PEER_TIMEOUT=1s; the peer is SIGSTOPped, resumed or killed. Shared by the host-memory
-// tests (test_stopped_peer.cpp, label cpu) and the GPU-memory ones (test_stopped_peer_gpu.cpp, label gpu).
+// (GDX_FAULT_P2P_EVERY=1), GDX_PEER_SILENCE_TIMEOUT=1s; the peer is SIGSTOPped, resumed or killed. Shared by the
+// host-memory tests (test_stopped_peer.cpp, label cpu) and the GPU-memory ones (test_stopped_peer_gpu.cpp, label gpu).
 #pragma once
 
 #include "../intranode/common.h"
@@ -26,7 +26,7 @@
 
 namespace gdx::test {
 
-constexpr double kPeerTimeout = 1.0;            // GDX_PEER_TIMEOUT below
+constexpr double kPeerTimeout = 1.0;            // GDX_PEER_SILENCE_TIMEOUT below
 constexpr double kBound = kPeerTimeout + 1.0;    // what the issue promises
 constexpr double kMargin = 4.0;                  // a loaded 2-core machine under ASan
 constexpr double kHangGuard = kPeerTimeout + 30; // beyond it the test reports a hang instead of waiting forever
@@ -86,7 +86,7 @@ class StoppedPeerFixture : public ::testing::TestWithParam<StopParam> {
                 {"GDX_TCP_LANES", "0"},
                 {"GDX_FAULT_P2P_EVERY", "1"}, // every fragment staged, on both sides
                 {"GDX_FRAG_SIZE", "host:64K"},
-                {"GDX_PEER_TIMEOUT", "1s"}};
+                {"GDX_PEER_SILENCE_TIMEOUT", "1s"}};
     }
     // Starts the peer in `role`, connects to it and waits for its "connected".
     void open(const char *role, const char *stop) {
@@ -170,7 +170,7 @@ class StoppedPeerFixture : public ::testing::TestWithParam<StopParam> {
                     GetParam().kind, at_stop, t);
         EXPECT_LE(t, kBound + kMargin);
         // Those whose answers were already on their way may complete; the rest fail, each with the cause.
-        EXPECT_GT(check_ended("silent for GDX_PEER_TIMEOUT"), 0u);
+        EXPECT_GT(check_ended("silent for GDX_PEER_SILENCE_TIMEOUT"), 0u);
     }
 };
 

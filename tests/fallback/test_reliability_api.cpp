@@ -1,7 +1,7 @@
 // Issue 16 through the public C API, two contexts in this process over tcp and shm: registration of memory the
 // process cannot access is refused with GDX_ERR_INVALID_ADDR and the cause; memory that goes away after
 // registration fails the peer's request, not the process; a target that destroys its endpoint, or stops
-// progressing, fails the initiator's staged requests within GDX_PEER_TIMEOUT + 1 s; every error has a reason.
+// progressing, fails the initiator's staged requests within GDX_PEER_SILENCE_TIMEOUT + 1 s; every error has a reason.
 #include "core/log.h"
 #include "gdx/gdx.h"
 #include "transport/transport.h"
@@ -232,8 +232,8 @@ TEST_P(Pair, MemoryRevokedAfterRegistrationFailsTheStagedRequestNotTheProcess) {
 
 // Staged on both sides (GDX_FAULT_P2P_EVERY=1): every fragment waits on the peer for credits and copy-outs.
 const std::vector<std::pair<const char *, const char *>> kStaged = {
-    {"GDX_FAULT_P2P_EVERY", "1"}, {"GDX_PEER_TIMEOUT", "2s"}, {"GDX_FRAG_SIZE", "host:64K"}};
-constexpr auto kBound = std::chrono::seconds(3); // GDX_PEER_TIMEOUT + 1 s
+    {"GDX_FAULT_P2P_EVERY", "1"}, {"GDX_PEER_SILENCE_TIMEOUT", "2s"}, {"GDX_FRAG_SIZE", "host:64K"}};
+constexpr auto kBound = std::chrono::seconds(3); // GDX_PEER_SILENCE_TIMEOUT + 1 s
 
 TEST_P(Pair, TargetDestroyingItsEndpointFailsTheInitiatorsStagedPutsPromptly) {
     open(kStaged);
@@ -266,7 +266,7 @@ TEST_P(Pair, TargetDestroyingItsEndpointFailsTheInitiatorsStagedPutsPromptly) {
 
 // The target stops (as under SIGSTOP: it never progresses again; no helper threads, GDX_TCP_LANES=0), before the
 // initiator posts, or after part of the transfer. Every staged request fails with GDX_ERR_TIMEOUT within
-// GDX_PEER_TIMEOUT + 1 s, with a reason; then the initiator's endpoint and memory are released.
+// GDX_PEER_SILENCE_TIMEOUT + 1 s, with a reason; then the initiator's endpoint and memory are released.
 void stopped_target(Pair &t, gdx_context_t **c, gdx_ep_t **e, int warm) {
     std::vector<uint8_t> a(2 << 20, 1), b(2 << 20, 2);
     gdx_mem_t *ma = nullptr, *mb = nullptr;
@@ -317,7 +317,7 @@ void stopped_target(Pair &t, gdx_context_t **c, gdx_ep_t **e, int warm) {
 
 // The target stops (as under SIGSTOP: it never progresses again; no helper threads, GDX_TCP_LANES=0), before the
 // initiator posts, or after part of the transfer. Every staged request fails with GDX_ERR_TIMEOUT within
-// GDX_PEER_TIMEOUT + 1 s, with a reason; then the initiator's endpoint and memory are released.
+// GDX_PEER_SILENCE_TIMEOUT + 1 s, with a reason; then the initiator's endpoint and memory are released.
 TEST_P(Pair, StoppedTargetIsDeclaredDeadOnTheStagedPathBeforeThePost) {
     open(kStaged);
     stopped_target(*this, c, e, 0);

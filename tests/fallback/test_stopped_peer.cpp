@@ -1,6 +1,6 @@
 // Issue 16 with a peer stopped for real: a second process (stop_peer, exec'd and driven over pipes by the intranode
 // tests' Link) is SIGSTOPped, over tcp and shm, with every fragment staged (GDX_FAULT_P2P_EVERY=1) and
-// GDX_PEER_TIMEOUT=1s.
+// GDX_PEER_SILENCE_TIMEOUT=1s.
 //   - This process initiates and the target stops, before the puts and gets are posted or in the middle of them:
 //     every outstanding request fails with a reason naming the cause, gdx_ep_state reports it, and the endpoint
 //     and registration are released (not BUSY forever).
@@ -9,7 +9,7 @@
 //     in its log, and releases its endpoint and registration.
 // Then the peer is resumed (it must see its requests end, each failure with a reason, and tear down) or killed,
 // and once the context is gone no shared segment (ours or the peer's, mapped here) is left in this process.
-// Durations are printed; the only bound asserted is the issue's GDX_PEER_TIMEOUT + 1 s, with a margin for a
+// Durations are printed; the only bound asserted is the issue's GDX_PEER_SILENCE_TIMEOUT + 1 s, with a margin for a
 // loaded machine (sanitizers, two shared cores).
 #include "stop_fixture.h"
 
@@ -26,10 +26,11 @@ TEST_P(StoppedPeer, TargetStoppedBeforeThePostsFailsEveryRequest) {
     ASSERT_EQ(me_.post(8, 256 << 10), "");
     double t = progress([&] { return me_.outstanding() == 0; }, kHangGuard);
     ASSERT_GE(t, 0) << me_.outstanding() << " staged requests to a stopped peer still hang";
-    std::printf("[%s] 8 requests to a stopped target failed after %.3f s (GDX_PEER_TIMEOUT %.1f s)\n", transport(), t,
-                kPeerTimeout);
+    std::printf("[%s] 8 requests to a stopped target failed after %.3f s (GDX_PEER_SILENCE_TIMEOUT %.1f s)\n",
+                transport(), t, kPeerTimeout);
     EXPECT_LE(t, kBound + kMargin);
-    EXPECT_EQ(check_ended("silent for GDX_PEER_TIMEOUT"), me_.reqs.size()) << "nothing can complete: the peer never ran";
+    EXPECT_EQ(check_ended("silent for GDX_PEER_SILENCE_TIMEOUT"), me_.reqs.size())
+        << "nothing can complete: the peer never ran";
     EXPECT_EQ(gdx_ep_state(me_.ep), GDX_ERR_TIMEOUT);
     release_ours();
     ASSERT_NO_FATAL_FAILURE(resume_or_kill(false));
@@ -61,7 +62,7 @@ TEST_P(StoppedPeer, InitiatorStoppedAfterPostingPutsIsDeclaredDeadByTheTarget) {
     // One line says so, naming the cause.
     auto dead = lines_with(log_, "peer declared dead for staging");
     ASSERT_EQ(dead.size(), 1u) << log_;
-    EXPECT_NE(dead[0].find("silent for GDX_PEER_TIMEOUT"), std::string::npos) << dead[0];
+    EXPECT_NE(dead[0].find("silent for GDX_PEER_SILENCE_TIMEOUT"), std::string::npos) << dead[0];
     EXPECT_NE(dead[0].find("slots of our bounce pools"), std::string::npos) << dead[0];
     ASSERT_NO_FATAL_FAILURE(resume_or_kill(true)); // its requests fail at once (our BYE), each with a reason
     expect_no_shared_segment();

@@ -1,7 +1,7 @@
 // Issue 14: a peer that dies or stops in the middle of a staged transfer of GPU memory between two processes of one
 // host (the peer-mapped bounce pools over shm, and tcp), with every fragment staged: the survivor's requests fail
-// within GDX_PEER_TIMEOUT + 1 s, each with its reason, its endpoint and registration are released, and no shared
-// segment is left in it once its context is gone (the fixture: stop_fixture.h). Label gpu: skipped with the reason
+// within GDX_PEER_SILENCE_TIMEOUT + 1 s, each with its reason, its endpoint and registration are released, and no
+// shared segment is left in it once its context is gone (the fixture: stop_fixture.h). Label gpu: skipped with the reason
 // where there is no GPU.
 #include "stop_fixture.h"
 

@@ -15,7 +15,7 @@ using Clock = std::chrono::steady_clock;
 
 class TargetLiveness : public LoopPairTest {
   protected:
-    static constexpr int64_t kTimeoutNs = 300'000'000; // GDX_PEER_TIMEOUT of both engines: short, tests stay fast
+    static constexpr int64_t kTimeoutNs = 300'000'000; // GDX_PEER_SILENCE_TIMEOUT of both: tests stay fast
 
     void SetUp() override {
         LoopPairTest::SetUp();
@@ -56,7 +56,7 @@ TEST_F(TargetLiveness, StoppedInitiatorHoldingGrantedSlotsIsDeclaredDeadByTheTar
     auto t0 = Clock::now();
     ASSERT_TRUE(progress({b.engine.get()}, [&] { return b.engine->peer_state(*b.ep) != GDX_OK; }, 10))
         << "the target still waits on a stopped initiator";
-    std::printf("target declared the stopped initiator dead after %.3f s (GDX_PEER_TIMEOUT %.3f s)\n",
+    std::printf("target declared the stopped initiator dead after %.3f s (GDX_PEER_SILENCE_TIMEOUT %.3f s)\n",
                 std::chrono::duration<double>(Clock::now() - t0).count(), kTimeoutNs / 1e9);
     EXPECT_EQ(b.engine->peer_state(*b.ep), GDX_ERR_TIMEOUT);
     EXPECT_NE(last_error().find("it held slots of our bounce pools"), std::string::npos) << last_error();
@@ -139,7 +139,7 @@ TEST_F(TargetLiveness, IdlePeerKeepingFilledSlotsIsNeverDeclaredDead) {
         ASSERT_EQ(req.status, GDX_OK) << req.error;
     }
     ASSERT_GT(b.engine->stats().slots_lent, 0u) << "a keeps no slot: the test tests nothing";
-    // a stops; b keeps progressing for several of its GDX_PEER_TIMEOUTs.
+    // a stops; b keeps progressing for several of its GDX_PEER_SILENCE_TIMEOUTs.
     EXPECT_FALSE(progress({b.engine.get()}, [&] { return b.engine->peer_state(*b.ep) != GDX_OK; }, 4 * kTimeoutNs / 1e9))
         << "an idle peer that owes nothing was declared dead: " << last_error();
     // And a, back, carries on.

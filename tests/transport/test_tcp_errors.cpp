@@ -226,8 +226,8 @@ TEST_F(TcpPairTest, MalformedWireMessagesCloseTheConnectionWithProtocolError) {
     EXPECT_EQ(eb->am_short(0, "ok", 2), GDX_OK);
 }
 
-TEST_F(TcpPairTest, SilentPeerFailsOutstandingOperationsWithinPeerTimeout) {
-    open_and_connect({{"GDX_PEER_TIMEOUT", "1s"}});
+TEST_F(TcpPairTest, SilentPeerFailsOutstandingOperationsWithinSilenceTimeout) {
+    open_and_connect({{"GDX_PEER_SILENCE_TIMEOUT", "1s"}});
     Region tgt;
     ASSERT_NO_FATAL_FAILURE(make_region(*b, *a, 4096, tp::kAccessRemoteRead, &tgt));
     std::vector<uint8_t> dst(4096);
@@ -239,6 +239,24 @@ TEST_F(TcpPairTest, SilentPeerFailsOutstandingOperationsWithinPeerTimeout) {
     EXPECT_EQ(ea->state(), GDX_ERR_TIMEOUT);
     Waiter later;
     EXPECT_EQ(ea->get(dst.data(), 16, nullptr, tgt.addr(), *tgt.rkey, &later), GDX_ERR_TIMEOUT);
+}
+
+// By default a peer that does not progress is busy, not dead: the get waits through several GDX_PEER_TIMEOUTs
+// (the peer's kernel answers) and completes with the right bytes once the peer progresses.
+TEST_F(TcpPairTest, BusyPeerIsNotDeclaredDeadAndAnswersWhenItProgresses) {
+    open_and_connect({{"GDX_PEER_TIMEOUT", "1s"}});
+    Region tgt;
+    ASSERT_NO_FATAL_FAILURE(make_region(*b, *a, 4096, tp::kAccessRemoteRead, &tgt));
+    std::memset(tgt.mem.data(), 0x3c, 16);
+    std::vector<uint8_t> dst(4096, 0);
+    Waiter g;
+    ASSERT_EQ(ea->get(dst.data(), 16, nullptr, tgt.addr(), *tgt.rkey, &g), GDX_INPROGRESS);
+    progress_until({a.get()}, [&] { return g.done(); }, std::chrono::milliseconds(3500));
+    EXPECT_FALSE(g.done()) << "the get ended while its peer was only busy: " << gdx_status_string(g.status);
+    EXPECT_EQ(ea->state(), GDX_OK);
+    ASSERT_TRUE(progress_until({a.get(), b.get()}, [&] { return g.done(); }));
+    EXPECT_EQ(g.status, GDX_OK) << gdx_status_string(g.status);
+    EXPECT_EQ(std::vector<uint8_t>(dst.begin(), dst.begin() + 16), std::vector<uint8_t>(16, 0x3c));
 }
 
 TEST_F(TcpPairTest, ConnectionSetUpIsBoundedByConnTimeout) {

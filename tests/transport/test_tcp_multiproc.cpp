@@ -209,11 +209,11 @@ TEST(TcpMultiProcess, PeerKilledMidStripedTransferFailsOutstandingOperations) {
     EXPECT_EQ(t.target.wait_exit(), 128 + SIGKILL);
 }
 
-// Stopped (no reset ever comes) while stripes are in flight: the lanes' silence clocks or the kernel's
-// TCP_USER_TIMEOUT end it within GDX_PEER_TIMEOUT.
-TEST(TcpMultiProcess, StoppedPeerIsDetectedOnTheLanesByPeerTimeout) {
+// Stopped (no reset ever comes) while stripes are in flight, with GDX_PEER_SILENCE_TIMEOUT set: the lanes' or the
+// connection's silence clock ends it.
+TEST(TcpMultiProcess, StoppedPeerIsDeclaredDeadOnTheLanesBySilenceTimeout) {
     Config::Overrides ov = kLanes;
-    ov["GDX_PEER_TIMEOUT"] = "1s";
+    ov["GDX_PEER_SILENCE_TIMEOUT"] = "1s";
     AgainstTarget t;
     ASSERT_NO_FATAL_FAILURE(t.start(config_with(ov), "64M", 64u << 20, kLanesEnv));
     Waiter put;
@@ -224,9 +224,9 @@ TEST(TcpMultiProcess, StoppedPeerIsDetectedOnTheLanesByPeerTimeout) {
     EXPECT_EQ(t.target.wait_exit(), 128 + SIGKILL);
 }
 
-TEST(TcpMultiProcess, StoppedPeerIsDetectedByPeerTimeoutNotOnlyByReset) {
+TEST(TcpMultiProcess, StoppedPeerIsDeclaredDeadBySilenceTimeoutNotOnlyByReset) {
     AgainstTarget t;
-    ASSERT_NO_FATAL_FAILURE(t.start(config_with({{"GDX_PEER_TIMEOUT", "1s"}}), "64M", 64u << 20));
+    ASSERT_NO_FATAL_FAILURE(t.start(config_with({{"GDX_PEER_SILENCE_TIMEOUT", "1s"}}), "64M", 64u << 20));
     // SIGSTOP: the peer's kernel keeps the connection open and acknowledges what fits; no RST ever comes.
     ASSERT_EQ(kill(t.target.pid, SIGSTOP), 0);
     Waiter put;
@@ -236,6 +236,37 @@ TEST(TcpMultiProcess, StoppedPeerIsDetectedByPeerTimeoutNotOnlyByReset) {
     EXPECT_EQ(put.status, GDX_ERR_TIMEOUT) << gdx_status_string(put.status);
     kill(t.target.pid, SIGKILL);
     EXPECT_EQ(t.target.wait_exit(), 128 + SIGKILL);
+}
+
+// A peer that does not progress (stopped here, like a rank computing for minutes) is alive while its kernel
+// answers: without GDX_PEER_SILENCE_TIMEOUT its puts wait, for several GDX_PEER_TIMEOUTs, its receive window
+// closed, and complete once it runs again; nothing is declared dead. Plain puts and striped ones.
+TEST(TcpMultiProcess, StoppedPeerIsNotDeclaredDeadAndItsPutsCompleteWhenItResumes) {
+    for (bool striped : {false, true}) {
+        SCOPED_TRACE(striped ? "striped over lanes" : "one connection");
+        Config::Overrides ov = striped ? kLanes : Config::Overrides{};
+        ov["GDX_PEER_TIMEOUT"] = "1s";
+        AgainstTarget t;
+        ASSERT_NO_FATAL_FAILURE(t.start(config_with(ov), "64M", 64u << 20,
+                                        striped ? kLanesEnv : std::vector<std::string>{}));
+        Waiter put;
+        if (striped) {
+            ASSERT_NO_FATAL_FAILURE(t.stop_target_and_put_striped(&put));
+        } else {
+            ASSERT_EQ(kill(t.target.pid, SIGSTOP), 0);
+            ASSERT_EQ(t.ep->put(t.buf.data(), t.buf.size(), t.mh.get(), t.peer.addr, *t.peer.rkey, &put),
+                      GDX_INPROGRESS);
+        }
+        progress_until({t.iface.get()}, [&] { return put.done(); }, std::chrono::milliseconds(3500));
+        EXPECT_FALSE(put.done()) << "a put to a stopped peer ended: " << gdx_status_string(put.status);
+        EXPECT_EQ(t.ep->state(), GDX_OK) << "a stopped but live peer was declared dead";
+        ASSERT_EQ(kill(t.target.pid, SIGCONT), 0);
+        ASSERT_TRUE(progress_until({t.iface.get()}, [&] { return put.done(); })) << "the put never completed";
+        EXPECT_EQ(put.status, GDX_OK) << gdx_status_string(put.status);
+        EXPECT_EQ(t.ep->state(), GDX_OK);
+        kill(t.target.pid, SIGKILL);
+        EXPECT_EQ(t.target.wait_exit(), 128 + SIGKILL);
+    }
 }
 
 TEST(Bootstrap, AllgatherAmongFourProcessesAndClearTimeouts) {

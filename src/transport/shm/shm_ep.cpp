@@ -551,9 +551,9 @@ void ShmEp::check_silence() {
         rx_seen_ = ch_.rx_records();
         last_rx_ns_ = now;
     }
-    if (now - std::max(last_rx_ns_, busy_since_ns_) > iface_->tun().peer_timeout_ns) {
+    if (now - std::max(last_rx_ns_, busy_since_ns_) > iface_->tun().silence_timeout_ns) {
         ch_.fail(GDX_FAIL(GDX_ERR_TIMEOUT, kComp,
-                          "pid %d silent for GDX_PEER_TIMEOUT with %zu operation(s) outstanding: declared dead",
+                          "pid %d silent for GDX_PEER_SILENCE_TIMEOUT with %zu operation(s) outstanding: declared dead",
                           static_cast<int>(ch_.peer_pid()), active_ + peer_map_.pending()),
                  "peer timeout");
     }
@@ -574,7 +574,7 @@ unsigned ShmEp::progress_work() {
         ++n;
     }
     if (!pending_.empty()) n += pending_.dispatch([this] { return resources_free(); });
-    if (active_ + peer_map_.pending() > 0) check_silence();
+    if (active_ + peer_map_.pending() > 0 && iface_->tun().silence_timeout_ns != INT64_MAX) check_silence();
     return n;
 }
 

@@ -25,6 +25,7 @@ gdx_status_t ShmIface::create(const Config &cfg, std::unique_ptr<Interface> *out
     ifc->tun_.cma_thresh = cfg.size(ShmVar::SHM_CMA_THRESH);
     ifc->tun_.cma_split = std::max<size_t>(cfg.size(ShmVar::SHM_CMA_SPLIT), 8192);
     ifc->tun_.peer_timeout_ns = cfg.duration(TransportVar::PEER_TIMEOUT).count();
+    ifc->tun_.silence_timeout_ns = cfg.duration(TransportVar::PEER_SILENCE_TIMEOUT).count();
     ifc->tun_.cma_learn = cfg.boolean(ShmVar::SHM_CMA_LEARN);
     ifc->get_paths_ = GetPathChooser(ifc->tun_.cma_learn);
     ifc->md_.quiescer().iface = ifc.get();

@@ -202,7 +202,7 @@ class ShmEp final : public RingAmEndpoint, public ChannelOwner {
         auto *mine = reinterpret_cast<const ShmExtra *>(ch_.local_extra());
         return mine->grant.seq.load(std::memory_order_acquire) != serviced_grant_;
     }
-    // Fails the channel when the peer has been silent for GDX_PEER_TIMEOUT while operations are outstanding.
+    // Fails the channel when the peer has been silent for GDX_PEER_SILENCE_TIMEOUT while operations are outstanding.
     void check_silence();
     void protocol_error(const char *what);
     // A refused request's log line: WARN the first time per peer and status, then debug (refusal_log.h).
@@ -237,7 +237,8 @@ struct ShmTunables {
     size_t cma_thresh = 1u << 20;
     size_t cma_split = 262144;
     bool cma_learn = true; // GDX_SHM_CMA_LEARN
-    int64_t peer_timeout_ns = 10'000'000'000;
+    int64_t peer_timeout_ns = 10'000'000'000;  // GDX_PEER_TIMEOUT: bounds waits for a peer that may be gone
+    int64_t silence_timeout_ns = INT64_MAX;       // GDX_PEER_SILENCE_TIMEOUT: check_silence
 };
 
 // Inline: ShmIface::quiet() asks every endpoint on every idle progress call of the UCX module.

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cinttypes>
+#include <cstring>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -56,15 +57,14 @@ gdx_status_t configure_socket(const TcpIface &iface, int fd, const std::string &
     }
     Clock::duration t = iface.peer_timeout();
     if (st == GDX_OK && t != Clock::duration::max()) {
-        // Unacknowledged data older than the peer timeout kills the connection in the kernel (ETIMEDOUT), and
-        // keepalive probes find a dead or unreachable peer while the connection is idle: a silent peer is
-        // detected even when no RST ever arrives.
+        // Keepalive probes, answered by the peer's kernel however busy its process is, find a host or link that
+        // is down while nothing is in flight (ETIMEDOUT within the peer timeout); with data in flight
+        // Conn::check_deadlines watches the kernel's last acknowledgement instead. No TCP_USER_TIMEOUT: it also
+        // ends a connection whose live peer keeps its receive window closed (a rank computing for minutes).
         long ms = std::chrono::duration_cast<std::chrono::milliseconds>(t).count();
-        int user_timeout = static_cast<int>(std::min<long>(std::max<long>(ms, 1), INT32_MAX));
         int idle = static_cast<int>(std::clamp<long>(ms / 2000, 1, 32767));
         int intvl = static_cast<int>(std::clamp<long>(ms / 6000, 1, 32767));
-        st = opt(IPPROTO_TCP, TCP_USER_TIMEOUT, user_timeout, "TCP_USER_TIMEOUT");
-        if (st == GDX_OK) st = opt(SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE");
+        st = opt(SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE");
         if (st == GDX_OK) st = opt(IPPROTO_TCP, TCP_KEEPIDLE, idle, "TCP_KEEPIDLE");
         if (st == GDX_OK) st = opt(IPPROTO_TCP, TCP_KEEPINTVL, intvl, "TCP_KEEPINTVL");
         if (st == GDX_OK) st = opt(IPPROTO_TCP, TCP_KEEPCNT, 3, "TCP_KEEPCNT");
@@ -227,7 +227,8 @@ void Conn::became_busy() {
     if (busy()) return;
     // The silence clock starts when there is something to wait for, not at the last packet of an idle period.
     last_activity_ = Clock::now();
-    iface_->deadline_hint(add_sat(last_activity_, iface_->peer_timeout()));
+    next_host_check_ = add_sat(last_activity_, iface_->peer_timeout());
+    iface_->deadline_hint(std::min(next_host_check_, add_sat(last_activity_, iface_->silence_timeout())));
 }
 
 void Conn::fail_ops(gdx_status_t st) {
@@ -273,6 +274,35 @@ void Conn::close(gdx_status_t st, const std::string &why) {
     }
 }
 
+Clock::time_point Conn::check_peer_host(Clock::time_point now) {
+    const Clock::duration limit = iface_->peer_timeout();
+    if (limit == Clock::duration::max()) return Clock::time_point::max();
+    if (now < next_host_check_) return next_host_check_;
+    // The peer's kernel acknowledges data, window probes and keepalives while its host and the link are up,
+    // whatever its process does: gone means nothing acknowledged for the whole timeout while something waited
+    // for an acknowledgement (data in flight, or two window or keepalive probes unanswered: a live kernel answers
+    // the first within a round trip). An idle connection is the keepalive's (configure_socket).
+    tcp_info ti{};
+    socklen_t len = sizeof(ti);
+    if (getsockopt(fd_, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) {
+        close(GDX_ERR_IO, std::string("getsockopt(TCP_INFO) on the connection to ") + peer_name_ +
+                              " failed: " + std::strerror(errno));
+        return Clock::time_point::max();
+    }
+    const auto since_ack = std::chrono::milliseconds(ti.tcpi_last_ack_recv);
+    if (since_ack > limit && (ti.tcpi_unacked > 0 || ti.tcpi_probes >= 2)) {
+        char buf[200];
+        std::snprintf(buf, sizeof(buf),
+                      "the peer's host acknowledged nothing for %s (GDX_PEER_TIMEOUT %s) with operations "
+                      "outstanding: host or link down",
+                      format_duration(since_ack).c_str(), format_duration(limit).c_str());
+        close(GDX_ERR_TIMEOUT, buf);
+        return Clock::time_point::max();
+    }
+    next_host_check_ = now + std::max<Clock::duration>(limit - since_ack, limit / 8);
+    return next_host_check_;
+}
+
 Clock::time_point Conn::check_deadlines(Clock::time_point now) {
     if (state_ == State::Closed) return Clock::time_point::max();
     if (state_ != State::Up) {
@@ -286,13 +316,18 @@ Clock::time_point Conn::check_deadlines(Clock::time_point now) {
         close(GDX_ERR_TIMEOUT, buf);
         return Clock::time_point::max();
     }
-    if (!busy() || iface_->peer_timeout() == Clock::duration::max()) return Clock::time_point::max();
-    Clock::time_point deadline = add_sat(last_activity_, iface_->peer_timeout());
-    if (now < deadline) return deadline;
+    // A peer whose kernel still answers is alive however long it does not progress (computing, stopped): only
+    // GDX_PEER_SILENCE_TIMEOUT, off by default, turns that into an error. A gone peer fails in the kernel.
+    if (!busy()) return Clock::time_point::max();
+    Clock::time_point next = check_peer_host(now);
+    if (state_ == State::Closed || iface_->silence_timeout() == Clock::duration::max()) return next;
+    Clock::time_point deadline = add_sat(last_activity_, iface_->silence_timeout());
+    if (now < deadline) return std::min(next, deadline);
     char buf[240];
     std::snprintf(buf, sizeof(buf),
-                  "peer silent for %s (GDX_PEER_TIMEOUT) with %zu operations outstanding and %zu messages unsent%s",
-                  format_duration(iface_->peer_timeout()).c_str(), slots_.size() - free_slots_.size(),
+                  "peer silent for %s (GDX_PEER_SILENCE_TIMEOUT) with %zu operations outstanding and %zu messages "
+                  "unsent%s",
+                  format_duration(iface_->silence_timeout()).c_str(), slots_.size() - free_slots_.size(),
                   req_ring_.size() + ctl_ring_.size(),
                   fence_held_ ? "; a FENCE waited that long for stripes its lanes never delivered" : "");
     close(GDX_ERR_TIMEOUT, buf);

@@ -321,8 +321,8 @@ bool Conn::on_payload_done() {
             performed_one();
         } else { // read nothing more until the lanes have landed what the FENCE lists (fence_recheck)
             fence_held_ = true;
-            last_activity_ = Clock::now(); // bounded like any wait for the peer: GDX_PEER_TIMEOUT without lane progress
-            iface_->deadline_hint(add_sat(last_activity_, iface_->peer_timeout()));
+            last_activity_ = Clock::now(); // bounded like any wait for the peer: GDX_PEER_SILENCE_TIMEOUT
+            iface_->deadline_hint(add_sat(last_activity_, iface_->silence_timeout()));
             update_watch();
             return false;
         }

@@ -22,6 +22,7 @@ TcpIface::TcpIface(std::string device, const Config &cfg)
     : InterfaceBase("tcp"), device_(std::move(device)), work_(asio::make_work_guard(io_)), acceptor_(io_) {
     tx_depth_ = static_cast<uint32_t>(cfg.uint(TcpVar::TCP_TX_DEPTH));
     peer_timeout_ = cfg.duration(TransportVar::PEER_TIMEOUT);
+    silence_timeout_ = cfg.duration(TransportVar::PEER_SILENCE_TIMEOUT);
     conn_timeout_ = cfg.duration(TransportVar::CONN_TIMEOUT);
     sockbuf_ = static_cast<int>(cfg.size(TcpVar::TCP_SOCKBUF));
     if (lanes_from_config(cfg, &lanes_cfg_) != GDX_OK) lanes_cfg_ = 0; // open() checked it first
@@ -99,7 +100,7 @@ gdx_status_t TcpIface::init(const asio::ip::address &listen_ip, bool loopback, d
     timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (timer_fd_ < 0) return fail_errno(GDX_ERR_IO, errno, "tcp", "timerfd_create for the wakeup descriptor");
     try {
-        lane_pool_ = std::make_unique<LanePool>(md_.table(), limits_, peer_timeout_, lane_threads_);
+        lane_pool_ = std::make_unique<LanePool>(md_.table(), limits_, silence_timeout_, lane_threads_);
     } catch (const std::bad_alloc &) {
         return GDX_FAIL(GDX_ERR_NO_MEMORY, "tcp", "out of memory opening the interface");
     }

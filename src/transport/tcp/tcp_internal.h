@@ -202,6 +202,8 @@ class Conn : public std::enable_shared_from_this<Conn> {
     void fail_ops(gdx_status_t st);
     void became_busy();
     bool busy() const;
+    // Closes the connection when the peer's kernel acknowledged nothing for GDX_PEER_TIMEOUT; the next check.
+    Clock::time_point check_peer_host(Clock::time_point now);
     void update_watch(); // epoll interest follows what this connection waits for
     void performed_one(); // a request of the peer was performed (stripes after a fence wait for the count)
     bool fence_satisfied() const;
@@ -255,6 +257,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
 
     Clock::time_point connect_deadline_ = Clock::time_point::max();
     Clock::time_point last_activity_;
+    Clock::time_point next_host_check_{}; // check_peer_host: when to ask the kernel again
 
     // send side
     Ring<TxDesc> req_ring_; // our requests and active messages
@@ -451,7 +454,8 @@ class TcpIface final : public InterfaceBase {
     const TcpAddress &listen_address() const { return listen_; }
     const wire::Limits &limits() const { return limits_; }
     uint32_t tx_depth() const { return tx_depth_; }
-    Clock::duration peer_timeout() const { return peer_timeout_; }
+    Clock::duration peer_timeout() const { return peer_timeout_; }       // the kernel's bound (configure_socket)
+    Clock::duration silence_timeout() const { return silence_timeout_; } // a live peer that does not answer
     Clock::duration conn_timeout() const { return conn_timeout_; }
     int sockbuf() const { return sockbuf_; }
     void complete_later(Completion *comp, gdx_status_t st);
@@ -491,7 +495,7 @@ class TcpIface final : public InterfaceBase {
     TcpAddress listen_;
     wire::Limits limits_;
     uint32_t tx_depth_ = 64;
-    Clock::duration peer_timeout_, conn_timeout_;
+    Clock::duration peer_timeout_, silence_timeout_, conn_timeout_;
     int sockbuf_ = 0;
     unsigned lanes_cfg_ = 0, lane_threads_ = 1;
     uint64_t stripe_min_ = 0;

@@ -428,14 +428,14 @@ void LaneWorker::apply(Cmd &c) {
 }
 
 void LaneWorker::check_timeouts() {
-    Clock::duration limit = pool_.peer_timeout();
+    Clock::duration limit = pool_.silence_timeout();
     if (limit == Clock::duration::max()) return;
     Clock::time_point now = Clock::now();
     for (size_t i = 0; i < lanes_.size(); ++i) {
         Lane &l = *lanes_[i];
         if (l.failed_ || !l.busy() || now - l.last_activity_ < limit) continue;
         l.fail(*this, GDX_ERR_TIMEOUT,
-               "peer silent for " + format_duration(limit) + " (GDX_PEER_TIMEOUT) with " +
+               "peer silent for " + format_duration(limit) + " (GDX_PEER_SILENCE_TIMEOUT) with " +
                    std::to_string(l.tx_.size() + l.unacked_.size()) + " stripes outstanding");
     }
 }
@@ -496,8 +496,8 @@ void LaneWorker::run() {
 
 // ---- LanePool ------------------------------------------------------------------------------------------
 
-LanePool::LanePool(RkeyTable &table, const wire::Limits &limits, Clock::duration peer_timeout, unsigned nthreads)
-    : table_(table), limits_(limits), peer_timeout_(peer_timeout) {
+LanePool::LanePool(RkeyTable &table, const wire::Limits &limits, Clock::duration silence_timeout, unsigned nthreads)
+    : table_(table), limits_(limits), silence_timeout_(silence_timeout) {
     workers_.resize(std::max(1u, nthreads));
 }
 

@@ -182,7 +182,7 @@ class LaneWorker {
 // The helper threads of one interface and the queue of their results.
 class LanePool {
   public:
-    LanePool(RkeyTable &table, const wire::Limits &limits, std::chrono::steady_clock::duration peer_timeout,
+    LanePool(RkeyTable &table, const wire::Limits &limits, std::chrono::steady_clock::duration silence_timeout,
              unsigned nthreads);
     ~LanePool();
     gdx_status_t init();                  // the notification eventfd
@@ -198,12 +198,12 @@ class LanePool {
     void post(LaneEvent ev);
     RkeyTable &table() { return table_; }
     const wire::Limits &limits() const { return limits_; }
-    std::chrono::steady_clock::duration peer_timeout() const { return peer_timeout_; }
+    std::chrono::steady_clock::duration silence_timeout() const { return silence_timeout_; }
 
   private:
     RkeyTable &table_;
     wire::Limits limits_;
-    std::chrono::steady_clock::duration peer_timeout_;
+    std::chrono::steady_clock::duration silence_timeout_; // GDX_PEER_SILENCE_TIMEOUT
     std::mutex mu_;
     std::vector<LaneEvent> events_;
     std::atomic<bool> pending_{false};
