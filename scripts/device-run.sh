@@ -15,19 +15,22 @@
 #   scripts/device-run.sh --carry DIR [--rounds N] [--sanitize GTEST-FILTER] [--skip STEP,...]
 #     --carry     what `scripts/carry-debian.sh download DIR` made here (carry it with the device tool)
 #     --skip      any of: probes, tests, uct, sanitize, sysucx, bench, uct-bench, mpi-bench
+#     --mpi LIST  the MPI benches (default default-cuda,p2p-off): default-cuda, default-host, pairs4-cuda (gdx-run's
+#                 default vs UCX's), gdx-paths-cuda (gdx_shm,gdx_ipc vs sm,cuda_copy,cuda_ipc), p2p-off
 # Writes $OUT/dev/: console.txt (this output), ctest-gpu.txt, ctest-uct.txt, sanitizer.txt, sysucx.txt,
-# staged-vs-ucx.txt, uct-engine.txt, mpi-default.txt, mpi-p2p-off.txt (raw runs in mpi-*/). Every step is bounded; a failed step is reported and the next one still
+# staged-vs-ucx.txt, uct-engine.txt, mpi-<name>.txt per --mpi entry (raw runs in mpi-<name>/). Every step is bounded; a failed step is reported and the next one still
 # runs. Exit status: 0 when every step that ran passed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-carry="" rounds=3 sanitize="" skip=""
+carry="" rounds=3 sanitize="" skip="" mpi="default-cuda,p2p-off"
 while [ $# -gt 0 ]; do
   case "$1" in
     --carry) carry=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --sanitize) sanitize=$2; shift 2 ;;
     --skip) skip=$2; shift 2 ;;
+    --mpi) mpi=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device-run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -146,16 +149,28 @@ if ! skipped mpi-bench && [ -x build-gpu/bench/mpi/gdx_mpi_bench ]; then
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d 2>&1 || fail "MPS daemon"
-  say "MPI, CUDA buffers, MPS: gdx-run's default vs UCX's default (bench/mpi/gdx_vs_ucx.sh, $rounds rounds)"
-  timeout 280 bench/mpi/gdx_vs_ucx.sh --build build-gpu --tls default --ucx-tls all -m cuda -M cuda -t lat,bw,bibw \
-    --min 8 --max 4M -r "$rounds" --timeout 60 --out "$out/mpi-default" > "$out/mpi-default.txt" 2>&1 ||
-    fail "MPI bench, default paths"
-  grep -E "^round|^bar |VALIDATION" "$out/mpi-default.txt" | tail -40
-  say "MPI, CUDA buffers, MPS, P2P off: gdx (GDX_P2P=no) vs UCX sm,self,cuda_copy"
-  timeout 200 bench/mpi/gdx_vs_ucx.sh --build build-gpu --tls default --gdx-env GDX_P2P=no --ucx-tls sm,self,cuda_copy \
-    -m cuda -M cuda -t lat,bw --min 8 --max 4M -r "$rounds" --timeout 60 --bw-bar 1.3 --bar-from 256K \
-    --out "$out/mpi-p2p-off" > "$out/mpi-p2p-off.txt" 2>&1 || fail "MPI bench, P2P off"
-  grep -E "^round|^bar |VALIDATION" "$out/mpi-p2p-off.txt" | tail -40
+  mpi_bench() { # NAME TIMEOUT gdx_vs_ucx.sh-ARGS...
+    local name=$1 tmo=$2; shift 2
+    say "MPI $name (MPS): bench/mpi/gdx_vs_ucx.sh $*"
+    timeout "$tmo" bench/mpi/gdx_vs_ucx.sh --build build-gpu -r "$rounds" --timeout 60 --out "$out/mpi-$name" "$@" \
+      > "$out/mpi-$name.txt" 2>&1 || fail "MPI bench $name"
+    grep -E "^round|^bar |VALIDATION" "$out/mpi-$name.txt" | tail -40
+  }
+  for m in ${mpi//,/ }; do
+    case "$m" in
+      # gdx-run's default (UCX's transports, gdx's for what UCX lacks) against UCX's default (UCX_TLS=all)
+      default-cuda) mpi_bench "$m" 200 --tls default --ucx-tls all -m cuda -M cuda -t lat,bw,bibw --min 8 --max 4M ;;
+      default-host) mpi_bench "$m" 150 --tls default --ucx-tls all -t lat,bw --min 8 --max 4M ;;
+      pairs4-cuda) mpi_bench "$m" 200 --tls default --ucx-tls all -n 8 -m cuda -M cuda -t bw,mbw_mr --min 8 --max 4M ;;
+      # gdx's own paths against UCX's, like for like (diagnosis of #36 mean (a)): gdx_shm + gdx_ipc vs sm + cuda_ipc
+      gdx-paths-cuda) mpi_bench "$m" 200 --tls gdx_shm,gdx_ipc --ucx-tls sm,self,cuda_copy,cuda_ipc -m cuda -M cuda \
+                        -t lat,bw --min 8 --max 4M ;;
+      # P2P off: gdx staging (GDX_P2P=no) against UCX's sm + cuda_copy
+      p2p-off) mpi_bench "$m" 200 --tls gdx_shm,gdx_ipc --gdx-env GDX_P2P=no --ucx-tls sm,self,cuda_copy -m cuda \
+                 -M cuda -t lat,bw --min 8 --max 4M --bw-bar 1.3 --bar-from 256K ;;
+      *) fail "unknown --mpi entry '$m'" ;;
+    esac
+  done
   echo quit | nvidia-cuda-mps-control 2>&1
 fi
 

@@ -86,8 +86,11 @@ class StoppedPeerFixture : public ::testing::TestWithParam<StopParam> {
                 {"GDX_TCP_LANES", "0"},
                 {"GDX_FAULT_P2P_EVERY", "1"}, // every fragment staged, on both sides
                 {"GDX_FRAG_SIZE", "host:64K"},
-                {"GDX_PEER_SILENCE_TIMEOUT", "1s"}};
+                silence_clock_ ? ConfigList::value_type{"GDX_PEER_SILENCE_TIMEOUT", "1s"}
+                               : ConfigList::value_type{"GDX_PEER_TIMEOUT", "1s"}};
     }
+    // false: the default, no silence clock (a stopped peer is only busy), and GDX_PEER_TIMEOUT=1s.
+    bool silence_clock_ = true;
     // Starts the peer in `role`, connects to it and waits for its "connected".
     void open(const char *role, const char *stop) {
         tp::Bootstrap::Options bo;

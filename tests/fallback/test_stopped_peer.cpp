@@ -45,6 +45,27 @@ TEST_P(StoppedPeer, TargetStoppedMidTransferFailsTheOutstandingRequests) {
     expect_no_shared_segment();
 }
 
+// Without GDX_PEER_SILENCE_TIMEOUT (the default) a stopped target is a busy one: its requests wait through several
+// GDX_PEER_TIMEOUTs, nothing is declared dead, and once it runs again every one completes.
+TEST_P(StoppedPeer, TargetStoppedLongerThanThePeerTimeoutIsWaitedForByDefault) {
+    silence_clock_ = false;
+    ASSERT_NO_FATAL_FAILURE(open("target", "posted"));
+    ASSERT_NO_FATAL_FAILURE(stop_peer());
+    ASSERT_EQ(me_.post(8, 256 << 10), "");
+    EXPECT_LT(progress([&] { return me_.outstanding() < me_.reqs.size(); }, 3 * kPeerTimeout), 0)
+        << "a request to a stopped (busy) target ended";
+    EXPECT_EQ(gdx_ep_state(me_.ep), GDX_OK) << "a stopped but live peer was declared dead";
+    ASSERT_TRUE(peer_->signal(SIGCONT)) << std::strerror(errno);
+    double t = progress([&] { return me_.outstanding() == 0; }, kHangGuard);
+    ASSERT_GE(t, 0) << me_.outstanding() << " requests still outstanding after the target resumed";
+    EXPECT_EQ(check_ended("(none may fail)"), 0u);
+    EXPECT_EQ(gdx_ep_state(me_.ep), GDX_OK);
+    release_ours();
+    peer_->close_stdin();
+    EXPECT_EQ(peer_->wait_exit(std::chrono::seconds(90), tick_), 0) << "the target's stderr says why";
+    expect_no_shared_segment();
+}
+
 // ---- the initiator stops: this process, the target, survives ---------------------------------------------------
 
 TEST_P(StoppedPeer, InitiatorStoppedAfterPostingPutsIsDeclaredDeadByTheTarget) {
