@@ -16,7 +16,7 @@
 #     --carry     what `scripts/carry-debian.sh download DIR` made here (carry it with the device tool)
 #     --skip      any of: probes, tests, uct, sanitize, sysucx, bench, uct-bench, mpi-bench
 #     --mpi LIST  the MPI benches (default default-cuda,p2p-off): default-cuda, default-host, pairs4-cuda (gdx-run's
-#                 default vs UCX's), gdx-paths-cuda (gdx_shm,gdx_ipc vs sm,cuda_copy,cuda_ipc), p2p-off
+#                 default vs UCX's), aa-cuda (UCX alone vs UCX alone), gdx-paths-cuda (gdx_shm,gdx_ipc vs sm,cuda_copy,cuda_ipc), p2p-off
 # Writes $OUT/dev/: console.txt (this output), ctest-gpu.txt, ctest-uct.txt, sanitizer.txt, sysucx.txt,
 # staged-vs-ucx.txt, uct-engine.txt, mpi-<name>.txt per --mpi entry (raw runs in mpi-<name>/). Every step is bounded; a failed step is reported and the next one still
 # runs. Exit status: 0 when every step that ran passed.
@@ -154,20 +154,22 @@ if ! skipped mpi-bench && [ -x build-gpu/bench/mpi/gdx_mpi_bench ]; then
     say "MPI $name (MPS): bench/mpi/gdx_vs_ucx.sh $*"
     timeout "$tmo" bench/mpi/gdx_vs_ucx.sh --build build-gpu -r "$rounds" --timeout 60 --out "$out/mpi-$name" "$@" \
       > "$out/mpi-$name.txt" 2>&1 || fail "MPI bench $name"
-    grep -E "^round|^bar |VALIDATION" "$out/mpi-$name.txt" | tail -40
+    grep -E "^round|^bar |^noise |VALIDATION" "$out/mpi-$name.txt" | tail -40
   }
   for m in ${mpi//,/ }; do
     case "$m" in
       # gdx-run's default (UCX's transports, gdx's for what UCX lacks) against UCX's default (UCX_TLS=all)
       default-cuda) mpi_bench "$m" 200 --tls default --ucx-tls all -m cuda -M cuda -t lat,bw,bibw --min 8 --max 4M ;;
+      # A/A: UCX alone on both sides, the same script: how far two identical runs differ (the noise floor)
+      aa-cuda) mpi_bench "$m" 200 --tls ucx-alone --ucx-tls all -m cuda -M cuda -t lat,bw,bibw --min 8 --max 4M ;;
       default-host) mpi_bench "$m" 150 --tls default --ucx-tls all -t lat,bw --min 8 --max 4M ;;
-      pairs4-cuda) mpi_bench "$m" 200 --tls default --ucx-tls all -n 8 -m cuda -M cuda -t bw,mbw_mr --min 8 --max 4M ;;
+      pairs4-cuda) mpi_bench "$m" 200 --tls default --ucx-tls all -n 8 -m cuda -M cuda -t bw,mbw_mr --min 8 --max 4M -r 3 ;;
       # gdx's own paths against UCX's, like for like (diagnosis of #36 mean (a)): gdx_shm + gdx_ipc vs sm + cuda_ipc
       gdx-paths-cuda) mpi_bench "$m" 200 --tls gdx_shm,gdx_ipc --ucx-tls sm,self,cuda_copy,cuda_ipc -m cuda -M cuda \
-                        -t lat,bw --min 8 --max 4M ;;
+                        -t lat,bw --min 8 --max 4M -r 3 ;;
       # P2P off: gdx staging (GDX_P2P=no) against UCX's sm + cuda_copy
       p2p-off) mpi_bench "$m" 200 --tls gdx_shm,gdx_ipc --gdx-env GDX_P2P=no --ucx-tls sm,self,cuda_copy -m cuda \
-                 -M cuda -t lat,bw --min 8 --max 4M --bw-bar 1.3 --bar-from 256K ;;
+                 -M cuda -t lat,bw --min 8 --max 4M --bw-bar 1.3 --bar-from 256K -r 3 ;;
       *) fail "unknown --mpi entry '$m'" ;;
     esac
   done

@@ -8,7 +8,9 @@
 # Every mpirun runs under `timeout`. Raw logs and CSVs go to --out (default: a new directory under /tmp).
 #
 #   bench/mpi/gdx_vs_ucx.sh [options] [-- extra gdx_mpi_bench options]
-#     --tls LIST        gdx transports (gdx-run --tls; default gdx_shm); "default": gdx-run's own choice (no --tls)
+#     --tls LIST        gdx transports (gdx-run --tls; default gdx_shm); "default": gdx-run's own choice (no --tls);
+#                       "ucx-alone": the "gdx" side runs UCX alone too (an A/A run: what the bar lines read as
+#                       noise on this machine)
 #     --ucx-tls LIST    UCX_TLS of the UCX-alone runs (default sm,self; e.g. tcp,self or sm,self,cuda_copy)
 #     -m, --mem KIND    host|cuda, buffers of ranks 0..N/2-1 (default host)
 #     -M, --rmem KIND   host|cuda, buffers of ranks N/2..N-1 (default host)
@@ -88,13 +90,13 @@ run_one() { # run_one gdx|ucx ROUND -> prints one status line
   t0=$(date +%s)
   (
     echo "# round $round, $who, uptime before:$(uptime)"
-    if [ "$who" = gdx ]; then
+    if [ "$who" = gdx ] && [ "$TLS" != ucx-alone ]; then
       env UCX_LOG_LEVEL=info "${env[@]}" timeout "$TMO" tools/gdx-run "${RUNTLS[@]}" mpirun --allow-run-as-root \
         "${OVER[@]}" -np "$NP" -x UCX_LOG_LEVEL "${x[@]}" "$BENCH" "${ARGS[@]}" -l gdx --csv "$csv"
     else
       env UCX_LOG_LEVEL=info "${env[@]}" timeout "$TMO" mpirun --allow-run-as-root "${OVER[@]}" -np "$NP" \
         --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_TLS="$UCXTLS" -x UCX_LOG_LEVEL \
-        "${x[@]}" "$BENCH" "${ARGS[@]}" -l ucx --csv "$csv"
+        "${x[@]}" "$BENCH" "${ARGS[@]}" -l "$who" --csv "$csv"
     fi
     rc=$?
     echo "# exit $rc (124: timed out), uptime after:$(uptime)"
@@ -106,7 +108,9 @@ run_one() { # run_one gdx|ucx ROUND -> prints one status line
   local note=""
   [ "$rc" = 124 ] && note=" TIMED OUT (hang?)"
   [ "$rc" = 1 ] && note=" VALIDATION ERRORS: $(grep -E 'bytes wrong|VALIDATION' "$log" | head -1 | cut -c1-160)"
-  if [ "$who" = gdx ] && [ "$TLS" = default ]; then
+  if [ "$TLS" = ucx-alone ]; then
+    [ "$who" = ucx ] || note="$note [A/A: UCX alone on both sides, the noise floor]"
+  elif [ "$who" = gdx ] && [ "$TLS" = default ]; then
     # gdx-run's default may leave every lane to UCX's transports: what counts is that it ran and said what it chose.
     if ! grep -q "^gdx-run: UCX's own transports" "$log"; then
       note="$note NO gdx-run DECISION LINE (module not loaded?): not counted"
@@ -128,7 +132,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 echo "# uptime after:$(uptime)"
 
-python3 - "$OUT" "$BWBAR" "$LATBAR" "$BARFROM" "$NP" "$SMEM" "$RMEM" <<'EOF'
+AA=$([ "$TLS" = ucx-alone ] && echo 1 || echo 0) python3 - "$OUT" "$BWBAR" "$LATBAR" "$BARFROM" "$NP" "$SMEM" "$RMEM" <<'EOF'
 import csv, glob, os, statistics, sys
 out, bwbar, latbar, barfrom, np_, smem, rmem = sys.argv[1:8]
 bwbar, latbar = float(bwbar), float(latbar)
@@ -162,8 +166,10 @@ for t, s in keys:
     if ratio is not None and s >= barfrom:
         need = 1.0 / latbar if t == 'lat' else bwbar
         unit = 'us' if t == 'lat' else 'MB/s'
-        bars.append('bar %s %d B np%s %s->%s: gdx %.3f vs ucx %.3f = %.3fx (%s, bar >= %.3fx: %s)' % (
-            t, s, np_, smem, rmem, gm, um, ratio, unit, need, 'met' if ratio >= need else 'MISSED'))
+        # an A/A run (--tls ucx-alone) has no bar: its lines say how far two UCX-alone runs differ here
+        tag = 'noise' if os.environ.get('AA') == '1' else 'bar'
+        bars.append('%s %s %d B np%s %s->%s: gdx %.3f vs ucx %.3f = %.3fx (%s, bar >= %.3fx: %s)' % (
+            tag, t, s, np_, smem, rmem, gm, um, ratio, unit, need, 'met' if ratio >= need else 'MISSED'))
 print()
 for b in bars:
     print(b)
