@@ -57,6 +57,23 @@ TEST_F(ShmRobust, OtherUidRefused) {
     EXPECT_EQ(call("raw_connect " + hex(ep2->address())), "closed");
 }
 
+// A peer that computes without progressing (a rank not yet in MPI) for several GDX_CONN_TIMEOUTs delays the
+// connection and does not fail it on either side: its process runs, so it is busy, not gone.
+TEST_F(ShmRobust, BusyPeerDelaysTheConnectionAndDoesNotFailIt) {
+    start("shm", "memory", {"GDX_CONN_TIMEOUT=1s"}, {{"GDX_CONN_TIMEOUT", "1s"}});
+    ASSERT_FALSE(peer_failed);
+    ASSERT_TRUE(link->send("pause 3500")); // before its connect(): we dial a listener nobody serves, or wait for it
+    gdx_status_t st = ep->connect(peer_addr);
+    ASSERT_TRUE(st == GDX_INPROGRESS || st == GDX_OK) << gdx_status_string(st);
+    progress_until(*tp.iface, [&] { return ep->state() != GDX_INPROGRESS; }, std::chrono::milliseconds(3000));
+    EXPECT_EQ(ep->state(), GDX_INPROGRESS) << "the connection to a busy peer ended: " << gdx_status_string(ep->state());
+    ASSERT_EQ(link->recv(std::chrono::milliseconds(20000)), "ok"); // it computed for 3.5 s and goes on
+    ASSERT_EQ(call("connect " + hex(ep->address())), "ok");
+    bool up = false;
+    for (int i = 0; i < 1000 && !up; ++i) up = call("state") == "state 0" && ep->state() == GDX_OK;
+    EXPECT_TRUE(up) << "ours: " << gdx_status_string(ep->state()) << ", the peer's: " << call("state");
+}
+
 TEST_F(ShmRobust, KilledPeerFailsOperationsAndLeavesNothing) {
     start("shm", "memory", {}, {});
     ASSERT_FALSE(peer_failed);

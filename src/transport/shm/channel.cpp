@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace gdx::tp::shm {
@@ -519,12 +520,31 @@ void Channel::on_socket_readable(bool until_up) {
     }
 }
 
+// Whether the process named by the peer's address still runs as our user: the peer of a connection that has not
+// come up yet is busy while it does (it has not progressed: a rank that has not entered MPI), gone once it does not.
+bool Channel::peer_process_alive() const {
+    struct stat st{};
+    char path[32];
+    std::snprintf(path, sizeof(path), "/proc/%u", remote_.pid);
+    return stat(path, &st) == 0 && st.st_uid == geteuid();
+}
+
 void Channel::check_timeout(int64_t now_ns) {
-    if (state_ == State::Connecting && now_ns > deadline_ns_) {
-        fail(GDX_FAIL(GDX_ERR_TIMEOUT, hub_->config().transport,
-                      "endpoint %" PRIu64 ": no connection with pid %u within GDX_CONN_TIMEOUT", ep_id_, remote_.pid),
-             "connect timeout");
+    if (state_ != State::Connecting || now_ns <= deadline_ns_) return;
+    const char *tn = hub_->config().transport;
+    // Our control socket to it, once connected, fails by hang-up when it dies; before that, its process says.
+    if (sock_ >= 0 || peer_process_alive()) {
+        if (!slow_connect_said_)
+            GDX_INFO(tn, "endpoint %" PRIu64 ": pid %u has not completed the connection within GDX_CONN_TIMEOUT; it "
+                         "runs, so it is busy, not gone: still waiting", ep_id_, remote_.pid);
+        slow_connect_said_ = true;
+        deadline_ns_ = now_ns + hub_->config().conn_timeout_ns;
+        return;
     }
+    fail(GDX_FAIL(GDX_ERR_TIMEOUT, tn,
+                  "endpoint %" PRIu64 ": no connection with pid %u within GDX_CONN_TIMEOUT, and that process is "
+                  "gone (or runs as another user)", ep_id_, remote_.pid),
+         "connect timeout");
 }
 
 uint8_t *Channel::peer_extra_area() const {

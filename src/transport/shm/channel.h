@@ -224,6 +224,7 @@ class Channel {
     void on_socket_readable(bool until_up = false);
     gdx_status_t finish_connect();
     void check_timeout(int64_t now_ns);
+    bool peer_process_alive() const;
     void retry_connect();
     void flush_ctrl();
 
@@ -249,6 +250,7 @@ class Channel {
     EpAddress remote_{};
     std::vector<uint8_t> remote_extra_;
     int64_t deadline_ns_ = 0;
+    bool slow_connect_said_ = false; // check_timeout's one line for a busy peer
 
     int sock_ = -1;
     pid_t peer_pid_ = 0;

@@ -253,7 +253,10 @@ void Conn::close(gdx_status_t st, const std::string &why) {
     State was = state_;
     state_ = State::Closed;
     // An idle connection the peer or the user ends is ordinary teardown; anything else is worth an error line.
-    bool ordinary = st == GDX_ERR_CANCELED || (st == GDX_ERR_CONNECTION_RESET && was == State::Up && !had_work);
+    // So is a connection closed before its first byte where we wait for a HELLO: a peer's liveness probe of our
+    // listener (tcp_ep_probe.cpp).
+    bool ordinary = st == GDX_ERR_CANCELED || (st == GDX_ERR_CONNECTION_RESET && was == State::Up && !had_work) ||
+                    (st == GDX_ERR_CONNECTION_RESET && was == State::AwaitHello && !active_);
     std::string msg = std::string("connection ") + (active_ ? "to " : "from ") + peer_name_ + " closed: " +
                       gdx_status_string(st) + ": " + why +
                       (had_work ? "; its outstanding operations fail with this status" : "");
@@ -305,14 +308,26 @@ Clock::time_point Conn::check_peer_host(Clock::time_point now) {
 
 Clock::time_point Conn::check_deadlines(Clock::time_point now) {
     if (state_ == State::Closed) return Clock::time_point::max();
+    if (state_ == State::AwaitHello || state_ == State::AwaitHelloAck) {
+        // The TCP connection is up, so the peer's kernel answers: a peer that has not answered the HELLO yet is
+        // busy (a rank that has not entered MPI), not gone. GDX_CONN_TIMEOUT does not end it; a host or link
+        // that goes down does (check_peer_host, the keepalive), and so does the peer's process ending (reset).
+        if (now >= connect_deadline_ && !slow_setup_said_) {
+            slow_setup_said_ = true;
+            GDX_INFO("tcp", "connection to %s: no %s within GDX_CONN_TIMEOUT=%s; the peer's host answers, so it "
+                            "is busy, not gone: still waiting",
+                     peer_name_.c_str(), state_ == State::AwaitHello ? "HELLO" : "HELLO_ACK",
+                     format_duration(iface_->conn_timeout()).c_str());
+        }
+        Clock::time_point next = check_peer_host(now);
+        return state_ == State::Closed || now >= connect_deadline_ ? next : std::min(next, connect_deadline_);
+    }
     if (state_ != State::Up) {
         if (now < connect_deadline_) return connect_deadline_;
         char buf[160];
         std::snprintf(buf, sizeof(buf), "connection set-up not finished within GDX_CONN_TIMEOUT=%s (%s)",
                       format_duration(iface_->conn_timeout()).c_str(),
-                      state_ == State::Connecting ? "TCP connect pending"
-                      : state_ == State::Unclaimed ? "no endpoint called connect() for it"
-                                                   : "no HELLO exchanged");
+                      state_ == State::Connecting ? "TCP connect pending" : "no endpoint called connect() for it");
         close(GDX_ERR_TIMEOUT, buf);
         return Clock::time_point::max();
     }

@@ -10,6 +10,7 @@ namespace gdx::tp::tcp {
 TcpEndpoint::TcpEndpoint(TcpIface *iface, uint64_t id) : iface_(iface), id_(id) {}
 
 TcpEndpoint::~TcpEndpoint() {
+    if (probe_fd_ >= 0) ::close(probe_fd_);
     if (iface_ == nullptr) return; // the interface went first and already closed us (orphan())
     if (conn_) {
         conn_->detach_endpoint();

@@ -333,14 +333,7 @@ unsigned TcpIface::check_deadlines() {
         TcpEndpoint *ep = kv.second;
         // Endpoints with a connection are bounded by its own set-up deadline.
         if (ep->state() != GDX_INPROGRESS || !ep->connect_called() || ep->has_conn()) continue;
-        if (now < ep->connect_deadline()) {
-            next = std::min(next, ep->connect_deadline());
-            continue;
-        }
-        GDX_FAIL(GDX_ERR_TIMEOUT, "tcp", "endpoint 0x%016" PRIx64 ": peer %s:%u never connected within "
-                 "GDX_CONN_TIMEOUT=%s", ep->id(), ep->remote().ip_text().c_str(), ep->remote().port,
-                 format_duration(conn_timeout_).c_str());
-        ep->on_closed(GDX_ERR_TIMEOUT);
+        next = std::min(next, now < ep->connect_deadline() ? ep->connect_deadline() : ep->check_passive(now));
     }
     next_deadline_ = next;
     return before - static_cast<unsigned>(live_.size());

@@ -258,6 +258,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
     Clock::time_point connect_deadline_ = Clock::time_point::max();
     Clock::time_point last_activity_;
     Clock::time_point next_host_check_{}; // check_peer_host: when to ask the kernel again
+    bool slow_setup_said_ = false;        // the one line for a set-up that outlived GDX_CONN_TIMEOUT
 
     // send side
     Ring<TxDesc> req_ring_; // our requests and active messages
@@ -324,6 +325,8 @@ class TcpEndpoint final : public Endpoint {
     unsigned dispatch_pending();
     bool pending_runnable() const;
     Clock::time_point connect_deadline() const { return connect_deadline_; }
+    // A passive endpoint past its GDX_CONN_TIMEOUT: fails it if the peer is gone, else the next check.
+    Clock::time_point check_passive(Clock::time_point now);
     void attach(std::shared_ptr<Conn> conn) { conn_ = std::move(conn); }
     bool has_conn() const { return conn_ != nullptr; }
 
@@ -417,6 +420,10 @@ class TcpEndpoint final : public Endpoint {
     std::shared_ptr<Conn> conn_;
     PendingQueue pending_;
     bool dialer_ = false; // this side dialed the main connection (and dials the lanes)
+    // check_passive: a TCP connect to the peer's listener, asking whether the peer that has not dialled is alive
+    int probe_fd_ = -1;
+    Clock::time_point probe_started_{};
+    bool slow_peer_said_ = false;
 
     std::shared_ptr<LaneShared> lane_shared_ = std::make_shared<LaneShared>();
     std::vector<std::shared_ptr<Lane>> lanes_; // by lane index; null until connected (or if it never did)
