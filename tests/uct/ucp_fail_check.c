@@ -20,7 +20,9 @@
  *                       acknowledgement from progress, so the survivor's wire-up never completes); the survivor
  *                       creates its endpoint (which answers that request and connects its gdx endpoints) and issues
  *                       a SIZE-byte tag send (rendezvous), and with -g or -e a ucp_get_nbx. wireup-kill then kills
- *                       the victim, wireup-stop leaves it stopped. Each request must fail (the module reports the
+ *                       the victim; wireup-stop first progresses for two GDX_CONN_TIMEOUTs, during which the
+ *                       requests must stay held (a stopped peer is busy, not gone), then kills it. Each request must
+ *                       then fail (the module reports the
  *                       broken gdx endpoint to UCP, which fails what waits on it), with no wire-up barrier
  *                       (ucp_pair_wireup) before. Run with gdx_aux as the only auxiliary transport
  *                       (test_ucp_fail.sh), whose wire-up messages UCP handles in its async thread. No get without
@@ -435,6 +437,40 @@ static int expect_failed(void *req, const char *what, char how)
     return 0;
 }
 
+/* GDX_CONN_TIMEOUT in seconds ("5s", "500ms"; 10 s, gdx's default, when unset or unreadable). */
+static double conn_timeout_s(void)
+{
+    const char *v = getenv("GDX_CONN_TIMEOUT");
+    char *end = NULL;
+    double t = v != NULL ? strtod(v, &end) : 0;
+    if (v == NULL || end == v || t <= 0) {
+        return 10;
+    }
+    return strcmp(end, "ms") == 0 ? t / 1e3 : strcmp(end, "us") == 0 ? t / 1e6 : t;
+}
+
+/* wireup-stop: a victim that stays stopped is busy, not gone: for two GDX_CONN_TIMEOUTs the requests held for its
+ * wire-up must stay held (gdx waits for a live peer's connection). 0 when they did. */
+static int expect_held(void *send_req, void *get_req)
+{
+    const double until = conn_timeout_s() * 2;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        ucp_worker_progress(g.worker);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9 < until);
+    if (ucp_request_check_status(send_req) != UCS_INPROGRESS ||
+        (get_req != NULL && ucp_request_check_status(get_req) != UCS_INPROGRESS)) {
+        printf("ucp_fail_check: FAIL: a request held for the wire-up of a stopped (busy) victim ended within "
+               "%.1f s: '%s'\n", until, ucs_status_string(ucp_request_check_status(send_req)));
+        return 1;
+    }
+    printf("ucp_fail_check: PASS: the requests stayed held for %.1f s (two GDX_CONN_TIMEOUTs) while the victim "
+           "was stopped\n", until);
+    return 0;
+}
+
 /* wireup-*: the survivor's half (see the scenarios above). */
 static int survivor_wireup(char how, uint32_t pid)
 {
@@ -464,14 +500,17 @@ static int survivor_wireup(char how, uint32_t pid)
         UCS(ucp_ep_rkey_unpack(g.ep, key, &rkey));
         get_req = held(ucp_get_nbx(g.ep, gbuf, g_size, addr, rkey, &p), "ucp_get_nbx", pid);
     }
-    if (how == 'k') {
-        kill((pid_t)pid, SIGKILL); /* our answer is in its socket already: no send of ours fails (UCP's own path) */
+    rc = 0;
+    if (how == 's') {
+        ucp_pair_phase = "progressing while the victim stays stopped before wire-up completed";
+        rc = expect_held(send_req, get_req);
     }
-    ucp_pair_phase = how == 'k' ? "waiting for the requests after the victim was killed before wire-up completed"
-                                : "waiting for the requests while the victim stays stopped before wire-up completed";
-    rc = expect_failed(send_req, "rendezvous tag send", how);
+    /* our answer is in its socket already: no send of ours fails (UCP's own path) */
+    kill((pid_t)pid, SIGKILL);
+    ucp_pair_phase = "waiting for the requests after the victim was killed before wire-up completed";
+    rc |= expect_failed(send_req, "rendezvous tag send", 'k');
     if (get_req != NULL) {
-        rc |= expect_failed(get_req, "get", how);
+        rc |= expect_failed(get_req, "get", 'k');
     }
     kill((pid_t)pid, SIGKILL);
     if (rc == 0) {
