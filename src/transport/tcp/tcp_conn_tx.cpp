@@ -109,7 +109,6 @@ gdx_status_t Conn::post_am(uint8_t id, const void *inline_data, size_t inline_le
     d.payload = bcopy != nullptr ? bcopy : static_cast<const uint8_t *>(payload);
     d.payload_len = len;
     d.comp = comp;
-    unflushed_am_ = true;
     flush_tx();
     return comp != nullptr ? GDX_INPROGRESS : GDX_OK;
 }
@@ -130,7 +129,6 @@ gdx_status_t Conn::post_flush(Completion *comp, bool *done_now) {
     TxDesc &d = req_push(true);
     wire::encode_header({wire::MsgType::Flush, GDX_OK, op_id_of(slots_[i], i), 0, 0, 0}, d.head);
     d.head_len = wire::kHeaderSize;
-    unflushed_am_ = false;
     flush_tx();
     return GDX_INPROGRESS;
 }

@@ -187,7 +187,9 @@ class Conn : public std::enable_shared_from_this<Conn> {
     bool has_room(size_t messages = 1) const {
         return state_ == State::Up && req_ring_.size() + messages <= req_ring_.capacity() && !free_slots_.empty();
     }
-    bool quiet() const { return req_ring_.empty() && free_slots_.size() == slots_.size() && !unflushed_am_; }
+    // An active message is complete once the kernel holds all of it (UCX's tcp counts it so too): a flush waits
+    // for the peer only where a request of ours waits on its answer, never on its progress for AMs alone.
+    bool quiet() const { return req_ring_.empty() && free_slots_.size() == slots_.size(); }
 
     // Deadline work: closes the connection when set-up or a silent peer exceeded its bound. Returns the
     // next instant this connection needs a look (Clock::time_point::max() when none).
@@ -269,7 +271,6 @@ class Conn : public std::enable_shared_from_this<Conn> {
     bool write_waiting_ = false, read_waiting_ = false, in_flush_tx_ = false;
     static constexpr unsigned kNotWatched = ~0u;
     unsigned watched_ = kNotWatched; // epoll interest registered: bit 0 read, bit 1 write
-    bool unflushed_am_ = false; // an AM was written since the last flush
     std::vector<OpSlot> slots_;
     std::vector<uint32_t> free_slots_;
 
