@@ -70,7 +70,7 @@ ARGS=(-t "$TESTS" -m "$SMEM" -M "$RMEM" --min "$MIN" --max "$MAX" "${EXTRA[@]}")
 ENVX=() # -x NAME for every --gdx-env / --ucx-env variable (mpirun forwards it to the ranks)
 first_tl=${TLS%%,*}
 RUNTLS=(--tls "$TLS")
-if [ "$TLS" = default ]; then RUNTLS=(); first_tl=gdx_; fi
+if [ "$TLS" = default ]; then RUNTLS=(); fi   # counted by gdx-run's decision line instead (run_one)
 
 echo "# $CMD"
 echo "# date $(date -u +%Y-%m-%dT%H:%M:%SZ); git $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' (dirty tree)')"

@@ -29,7 +29,7 @@ gdx_status_t Params::from_config(const Config &cfg, Params *out) {
     p.depth = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(StagingVar::STAGING_DEPTH), 1u << 20));
     p.pool_slots = static_cast<unsigned>(std::min<uint64_t>(cfg.uint(StagingVar::STAGING_POOL), 1u << 20));
     p.small_thresh = cfg.size(StagingVar::STAGING_THRESH);
-    p.peer_timeout_ns = cfg.duration(tp::TransportVar::PEER_SILENCE_TIMEOUT).count(); // inf: INT64_MAX, never fires
+    p.silence_timeout_ns = cfg.duration(tp::TransportVar::PEER_SILENCE_TIMEOUT).count(); // inf: INT64_MAX, never fires
     p.topo_file = cfg.str(topo::TopoVar::TOPO_FILE);
     p.fault.p2p_every = cfg.uint(StagingVar::FAULT_P2P_EVERY);
     p.fault.p2p_percent = cfg.uint(StagingVar::FAULT_P2P_PERCENT);
@@ -367,7 +367,7 @@ unsigned Engine::progress_busy() {
     if (!peers_->empty()) {
         const int64_t now = now_ns();
         for (auto &[ep, link] : *peers_) {
-            link->watch(waits_on(*link), now, params_.peer_timeout_ns);
+            link->watch(waits_on(*link), now, params_.silence_timeout_ns);
             if (!link->reclaimed && link->broken()) reclaim_peer(*link);
             link->retry_bye();
         }

@@ -58,7 +58,7 @@ struct Params {
     uint64_t small_thresh = 8192;   // GDX_STAGING_THRESH
     FaultParams fault;              // GDX_FAULT_*
     uint8_t am_id = 31;             // active-message id of the control messages (one per interface user)
-    int64_t peer_timeout_ns = INT64_MAX; // GDX_PEER_SILENCE_TIMEOUT: the staging silence clock (peer_liveness.cpp)
+    int64_t silence_timeout_ns = INT64_MAX; // GDX_PEER_SILENCE_TIMEOUT: the staging silence clock (peer_liveness.cpp)
     std::string topo_file;          // GDX_TOPO_FILE: the topology pools are placed by ("" = this machine)
 
     // Reads the GDX_* values above; GDX_ERR_INVALID_CONFIG (logged) when one is out of range.

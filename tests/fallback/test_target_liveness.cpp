@@ -20,7 +20,7 @@ class TargetLiveness : public LoopPairTest {
     void SetUp() override {
         LoopPairTest::SetUp();
         for (fb::Params *p : {&params_a, &params_b}) {
-            p->peer_timeout_ns = kTimeoutNs;
+            p->silence_timeout_ns = kTimeoutNs;
             p->fault.p2p_every = 1; // every fragment staged on both sides: everything waits on the peer
         }
     }

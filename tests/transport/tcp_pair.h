@@ -53,6 +53,20 @@ struct TcpPairTest : ::testing::Test {
         ASSERT_EQ(tp::tcp::open_iface(cfg, &a), GDX_OK);
         ASSERT_EQ(tp::tcp::open_iface(cfg, &b), GDX_OK);
     }
+    // GDX_CONN_TIMEOUT=1s; *x on a connects to *y on b, which does not connect back; then a (and b too where
+    // `progress_peer`) progress for 3.5 s, past three of those timeouts, or until x's connection ends.
+    void connect_one_side_past_conn_timeout(std::unique_ptr<tp::Endpoint> *x, std::unique_ptr<tp::Endpoint> *y,
+                                            bool progress_peer) {
+        ASSERT_NO_FATAL_FAILURE(open({{"GDX_CONN_TIMEOUT", "1s"}}));
+        ASSERT_EQ(a->ep_create(x), GDX_OK);
+        ASSERT_EQ(b->ep_create(y), GDX_OK);
+        ASSERT_EQ((*x)->connect((*y)->address()), GDX_INPROGRESS);
+        auto ended = [&] { return (*x)->state() != GDX_INPROGRESS; };
+        if (progress_peer)
+            progress_until({a.get(), b.get()}, ended, std::chrono::milliseconds(3500));
+        else
+            progress_until({a.get()}, ended, std::chrono::milliseconds(3500));
+    }
     void open_and_connect(const Config::Overrides &ov = {}) {
         ASSERT_NO_FATAL_FAILURE(open(ov));
         ASSERT_NO_FATAL_FAILURE(connect_pair(*a, *b, &ea, &eb));

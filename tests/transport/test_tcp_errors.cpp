@@ -262,12 +262,8 @@ TEST_F(TcpPairTest, BusyPeerIsNotDeclaredDeadAndAnswersWhenItProgresses) {
 // A peer that does not progress (a rank not yet in MPI) delays the connection, for several GDX_CONN_TIMEOUTs, and
 // does not fail it: its kernel accepted the TCP connection, so it is busy, not gone.
 TEST_F(TcpPairTest, ConnectionToABusyPeerWaitsThroughTheConnTimeout) {
-    open({{"GDX_CONN_TIMEOUT", "1s"}});
     std::unique_ptr<tp::Endpoint> x, y;
-    ASSERT_EQ(a->ep_create(&x), GDX_OK);
-    ASSERT_EQ(b->ep_create(&y), GDX_OK);
-    ASSERT_EQ(x->connect(y->address()), GDX_INPROGRESS);
-    progress_until({a.get()}, [&] { return x->state() != GDX_INPROGRESS; }, std::chrono::milliseconds(3500));
+    ASSERT_NO_FATAL_FAILURE(connect_one_side_past_conn_timeout(&x, &y, false));
     EXPECT_EQ(x->state(), GDX_INPROGRESS) << "a connection to a busy peer ended: " << gdx_status_string(x->state());
     gdx_status_t st = y->connect(x->address());
     ASSERT_TRUE(st == GDX_OK || st == GDX_INPROGRESS) << gdx_status_string(st);
@@ -277,15 +273,11 @@ TEST_F(TcpPairTest, ConnectionToABusyPeerWaitsThroughTheConnTimeout) {
 }
 
 TEST_F(TcpPairTest, ConnectionSetUpEndsWhenThePeerIsGoneNotWhileItIsAlive) {
-    open({{"GDX_CONN_TIMEOUT", "1s"}});
     // The peer progresses, but its endpoint never calls connect(). Where we dial, it closes the connection nobody
     // claimed after its GDX_CONN_TIMEOUT and ours fails with the reset; where we wait for it to dial, it is alive
     // (its listener answers our probe), so we wait, and fail once its interface is gone.
     std::unique_ptr<tp::Endpoint> x, y;
-    ASSERT_EQ(a->ep_create(&x), GDX_OK);
-    ASSERT_EQ(b->ep_create(&y), GDX_OK);
-    ASSERT_EQ(x->connect(y->address()), GDX_INPROGRESS);
-    progress_until({a.get(), b.get()}, [&] { return x->state() != GDX_INPROGRESS; }, std::chrono::milliseconds(3500));
+    ASSERT_NO_FATAL_FAILURE(connect_one_side_past_conn_timeout(&x, &y, true));
     if (x->state() != GDX_INPROGRESS) { // we dialled
         EXPECT_EQ(x->state(), GDX_ERR_CONNECTION_RESET) << gdx_status_string(x->state());
     } else { // we wait for it to dial: alive, so waited for

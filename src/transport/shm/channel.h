@@ -224,11 +224,11 @@ class Channel {
     void on_socket_readable(bool until_up = false);
     gdx_status_t finish_connect();
     void check_timeout(int64_t now_ns);
-    bool peer_process_alive() const;
     void retry_connect();
     void flush_ctrl();
 
   private:
+    bool peer_process_alive() const; // check_timeout: busy or gone
     bool initiator() const;
     gdx_status_t make_segment();
     std::vector<uint8_t> hello_body(uint16_t type) const;

@@ -320,7 +320,7 @@ Clock::time_point Conn::check_deadlines(Clock::time_point now) {
                      format_duration(iface_->conn_timeout()).c_str());
         }
         Clock::time_point next = check_peer_host(now);
-        return state_ == State::Closed || now >= connect_deadline_ ? next : std::min(next, connect_deadline_);
+        return now < connect_deadline_ ? std::min(next, connect_deadline_) : next;
     }
     if (state_ != State::Up) {
         if (now < connect_deadline_) return connect_deadline_;

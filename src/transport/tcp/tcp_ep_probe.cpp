@@ -28,33 +28,28 @@ Clock::time_point TcpEndpoint::check_passive(Clock::time_point now) {
         on_closed(st);
         return Clock::time_point::max();
     };
+    int err = 0;
     if (probe_fd_ < 0) {
         asio::ip::tcp::endpoint peer = peer_endpoint();
-        int fd = ::socket(peer.protocol().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) return gone(GDX_ERR_IO, std::string("socket() for a probe of its listener failed: ") +
-                                                std::strerror(errno));
-        if (::connect(fd, peer.data(), static_cast<socklen_t>(peer.size())) != 0 && errno != EINPROGRESS) {
-            int e = errno;
-            ::close(fd);
-            return gone(GDX_ERR_UNREACHABLE, std::string("its listener refuses connections (") + std::strerror(e) +
-                                                 "): its process is gone");
-        }
-        probe_fd_ = fd;
+        probe_fd_ = ::socket(peer.protocol().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (probe_fd_ < 0) return gone(GDX_ERR_IO, std::string("socket() for a probe of its listener failed: ") +
+                                                       std::strerror(errno));
         probe_started_ = now;
-        connect_deadline_ = now + kProbeRecheck;
-        return connect_deadline_;
+        if (::connect(probe_fd_, peer.data(), static_cast<socklen_t>(peer.size())) != 0) err = errno;
     }
-    pollfd p{probe_fd_, POLLOUT, 0};
-    if (::poll(&p, 1, 0) < 0) return gone(GDX_ERR_IO, std::string("poll() of the probe failed: ") + std::strerror(errno));
-    if (p.revents == 0) { // the handshake is still on its way
-        if (now - probe_started_ > iface_->conn_timeout())
-            return gone(GDX_ERR_UNREACHABLE, "its host did not answer a TCP connect either (host or link down)");
-        connect_deadline_ = now + kProbeRecheck;
-        return connect_deadline_;
+    if (err == 0 || err == EINPROGRESS) { // answered now, or later: poll it (again at the next look)
+        pollfd p{probe_fd_, POLLOUT, 0};
+        if (::poll(&p, 1, 0) < 0)
+            return gone(GDX_ERR_IO, std::string("poll() of the probe failed: ") + std::strerror(errno));
+        if (p.revents == 0) { // the handshake is still on its way
+            if (now - probe_started_ > iface_->conn_timeout())
+                return gone(GDX_ERR_UNREACHABLE, "its host did not answer a TCP connect either (host or link down)");
+            connect_deadline_ = now + kProbeRecheck;
+            return connect_deadline_;
+        }
+        socklen_t len = sizeof(err);
+        if (::getsockopt(probe_fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
     }
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (::getsockopt(probe_fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
     ::close(probe_fd_);
     probe_fd_ = -1;
     if (err != 0)
