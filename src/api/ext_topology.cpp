@@ -12,6 +12,7 @@
 #include "topo/topology.h"
 #include "transport/rc/config_vars.h"
 #include "transport/rc/device.h"
+#include "transport/rc/reg_ladder.h"
 
 #include <cstdio>
 
@@ -23,6 +24,7 @@ struct Nic {
     std::string name, bus_id;
     topo::NicGdrCaps caps;
     bool allowed = true;
+    std::string host; // what the rc transport does with pageable host memory there (pinning, ODP)
 };
 
 std::string join_list(const std::vector<std::string> &v) {
@@ -43,7 +45,7 @@ Devices collect_devices(const Config &cfg, const topo::Topology &t) {
     Devices d;
     if (t.from_file()) {
         d.gpus = t.gpus();
-        for (const topo::PciDevice &n : t.nics()) d.nics.push_back({n.name, n.bus_id, {}, true});
+        for (const topo::PciDevice &n : t.nics()) d.nics.push_back({n.name, n.bus_id, {}, true, ""});
     } else {
         const mem::Ops &gpu = mem::ops(mem::MemKind::Cuda);
         std::vector<mem::DeviceInfo> gpus;
@@ -55,9 +57,12 @@ Devices collect_devices(const Config &cfg, const topo::Topology &t) {
         tp::rc::list_ports(&ports);
         for (const tp::rc::PortDesc &p : ports) {
             if (!d.nics.empty() && d.nics.back().name == p.device) continue; // one line per device, not per port
-            Nic n{p.device, p.bus_id, {}, true};
+            Nic n{p.device, p.bus_id, {}, true, ""};
             std::shared_ptr<tp::rc::DeviceCtx> dev;
-            if (tp::rc::DeviceCtx::open(p.device, p.port, cfg, &dev) == GDX_OK) n.caps = dev->gdr_support().caps();
+            if (tp::rc::DeviceCtx::open(p.device, p.port, cfg, &dev) == GDX_OK) {
+                n.caps = dev->gdr_support().caps();
+                n.host = tp::rc::host_reg_policy(tp::rc::LadderConfig::from(cfg), dev->gdr_support());
+            }
             d.nics.push_back(n);
         }
     }
@@ -116,9 +121,11 @@ void print_topology(const Context &ctx, TextOut &out) {
                join_list(cfg.list(tp::RcVar::REG_METHODS)).c_str());
     const Devices dev = collect_devices(cfg, *t);
     if (!t->from_file())
-        for (const Nic &n : dev.nics)
+        for (const Nic &n : dev.nics) {
             out.printf("#   %s: PCI %s, %s\n", n.name.c_str(), n.bus_id.empty() ? "none (software device)" : n.bus_id.c_str(),
                        n.caps.known ? n.caps.summary.c_str() : "not probed (cannot open)");
+            if (!n.host.empty()) out.printf("#   %s: %s\n", n.name.c_str(), n.host.c_str());
+        }
     if (dev.gpus.empty()) {
         out.printf("no GPU (%s) → host memory only, nothing to decide%s\n", dev.no_gpu_why.c_str(),
                    dev.nics.empty() ? "; no RDMA device → TCP/shm only" : "");

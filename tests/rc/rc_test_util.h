@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -73,12 +74,28 @@ class FakeRegistrar final : public tp::rc::Registrar {
         ASSERT_EQ(live.erase(mr), 1u) << "dereg of an MR this registrar did not make";
         delete mr;
     }
+    std::shared_ptr<ibv_mr> implicit_odp(int *err) override {
+        ++implicit_calls;
+        *err = implicit_errno;
+        if (implicit_errno != 0) return nullptr;
+        if (implicit_ == nullptr) implicit_ = std::make_shared<ibv_mr>(ibv_mr{.lkey = 7, .rkey = 0});
+        return implicit_;
+    }
+    int prefetch(ibv_mr *, void *, size_t len, bool write) override {
+        ++prefetch_calls;
+        prefetched += len;
+        last_prefetch_write = write;
+        return prefetch_errno;
+    }
 
     tp::rc::NicGdrSupport support_;
     int va_errno = 0, dmabuf_errno = 0, odp_errno = 0;
     std::set<uintptr_t> va_fail_offsets; // reg_va fails (EFAULT) for chunks starting at base + these
     uintptr_t base = 0;
     int va_calls = 0, dmabuf_calls = 0, odp_calls = 0;
+    int implicit_errno = 0, prefetch_errno = 0, implicit_calls = 0, prefetch_calls = 0;
+    size_t prefetched = 0;
+    bool last_prefetch_write = false;
     bool fd_was_open = false;
     int last_fd = -1;
     std::set<ibv_mr *> live;
@@ -103,6 +120,7 @@ class FakeRegistrar final : public tp::rc::Registrar {
     }
     std::string name_;
     uint32_t next_key_ = 100;
+    std::shared_ptr<ibv_mr> implicit_;
 };
 
 // An exporter that hands out a real (pipe) fd, so tests can check the ladder closes it.

@@ -35,8 +35,10 @@ TEST_F(RcErrors, GpuDirectProbeMeetsTheDevicesRealRefusal) {
     if (device_.rfind("rxe", 0) != 0) GTEST_SKIP() << "the expected refusals below are soft-RoCE's; " << device_ << " printed above";
     EXPECT_FALSE(s.dmabuf);
     EXPECT_EQ(s.dmabuf_errno, EOPNOTSUPP) << "rxe has no reg_dmabuf_mr: libibverbs' stub answers EOPNOTSUPP";
-    EXPECT_FALSE(s.odp);
-    EXPECT_EQ(s.odp_errno, EINVAL) << "rxe (6.1) refuses IBV_ACCESS_ON_DEMAND with EINVAL";
+    EXPECT_FALSE(s.odp) << "rxe: none on 6.1/6.12; on sid's 7.2 refused by the data check (test_rc_odp)";
+    if (s.odp_check.empty()) {
+        EXPECT_EQ(s.odp_errno, EINVAL) << "rxe (6.1) refuses IBV_ACCESS_ON_DEMAND with EINVAL";
+    }
     EXPECT_FALSE(s.peermem);
     EXPECT_TRUE(dev->bus_id().empty()) << "a software device has no PCI function";
 }

@@ -1,46 +1,70 @@
 #!/usr/bin/env bash
 # Builds the soft-RoCE (rdma_rxe) test VM used by run-in-rxe-vm.sh, once, and caches it:
-#   $RXE_VM_CACHE (default /var/tmp/gdx-rxe-vm)/
-#     linux-image-*.deb    the kernel package that linux-image-amd64 depends on (apt-get download)
-#     vmlinux              ELF kernel cut out of the bzImage's xz payload; qemu boots it through PVH
-#     initramfs.cpio       uncompressed: busybox-static, the modules below, and /init
+#   $RXE_VM_CACHE (default /var/tmp/gdx-rxe-vm)/, or its subdirectory <suite>/ for RXE_VM_KERNEL=<suite>:
+#     linux-*.deb          the kernel package(s) that linux-image-amd64 depends on (apt-get download): one
+#                          linux-image-<abi> (Debian 12), or it and the linux-{base,binary,modules}-<abi> it is
+#                          split into (Debian from 7.x on)
+#     debs.list            their file names
+#     apt/                 RXE_VM_KERNEL=<suite> only: the temporary apt configuration and its package lists
+#     vmlinux              ELF kernel cut out of the bzImage's xz or zstd payload; qemu boots it through PVH
+#                          (the bzImage itself when the payload is zstd and no zstd is installed)
+#     initramfs.cpio       uncompressed: busybox-static, the modules below (decompressed), and /init
 #     kernel.version       e.g. 6.1.0-56-amd64
 #     initramfs.stamp      hash of /init + module list; a mismatch rebuilds initramfs.cpio (no download)
 # Idempotent: when everything is there it only hashes /init and exits. Nothing is pinned to a kernel
 # ABI number; a later linux-image-amd64 is picked up only after `--force` (or rm -rf of the cache).
 #
-# Usage: build-rxe-vm.sh [--force] [--quiet]
-#   --force   drop the cache (including the .deb) and rebuild from scratch
-#   --quiet   print nothing when the cache is up to date
+# RXE_VM_KERNEL [system] selects the guest kernel: 'system' is linux-image-amd64 as the machine's own apt
+# configuration has it (Debian 12's 6.1 here); a Debian suite name (sid, trixie, ...) is that suite's
+# linux-image-amd64, fetched through a temporary apt configuration (cache/apt/) whose archive URI is read from
+# the machine's apt sources and whose keyring is Debian's (/usr/share/keyrings/debian-archive-keyring.gpg).
+#
+# Usage: build-rxe-vm.sh [--force] [--quiet] [--print-dir]
+#   --force      drop the cache (including the .deb files) and rebuild from scratch
+#   --quiet      print nothing when the cache is up to date
+#   --print-dir  print the cache directory of the selected kernel and exit (builds nothing)
+# Exit status: 0; 1 on errors; 3 when the kernel package cannot be fetched (no archive reachable, no such
+# suite), so that callers can skip with that reason.
 # Needs: apt-get apt-cache dpkg-deb tar xz cpio modinfo (kmod) busybox-static flock sha256sum
-#        (scripts/setup.sh --rxe installs them). Root is not required except for the apt sandbox nicety.
+#        (scripts/setup.sh --rxe installs them); zstd makes sid's kernel boot 3 s faster. Root is not required
+#        except for the apt sandbox nicety.
 set -euo pipefail
 
 prog=build-rxe-vm
 cache=${RXE_VM_CACHE:-/var/tmp/gdx-rxe-vm}
-force=0 quiet=0
+kernel_sel=${RXE_VM_KERNEL:-system}
+force=0 quiet=0 print_dir=0
 for a in "$@"; do
   case "$a" in
     --force) force=1 ;;
     --quiet) quiet=1 ;;
+    --print-dir) print_dir=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "$prog: unknown option '$a' (accepted: --force --quiet)" >&2; exit 2 ;;
+    *) echo "$prog: unknown option '$a' (accepted: --force --quiet --print-dir)" >&2; exit 2 ;;
   esac
 done
 
 die() { echo "$prog: error: $*" >&2; exit 1; }
+die_fetch() { echo "$prog: cannot fetch the kernel: $*" >&2; exit 3; }
 log() { echo "$prog: $*" >&2; }
 
+[[ $kernel_sel =~ ^(system|[a-z][a-z0-9-]*)$ ]] ||
+  die "RXE_VM_KERNEL='$kernel_sel' is not 'system' or a Debian suite name (sid, trixie, ...)"
+[ "$kernel_sel" = system ] || cache=$cache/$kernel_sel
+if [ "$print_dir" = 1 ]; then echo "$cache"; exit 0; fi
+
 # Guest kernel modules, in load order (modprobe --show-depends order). Missing dependencies of these,
-# should a later kernel add any, are found with modinfo and inserted before their users.
-# crc32-pclmul/crc32_generic: rxe's ICRC asks the crypto API for "crc32" at run time, and the guest has
-# no /lib/modules to auto-load from, so they are listed explicitly.
+# should a later kernel add any, are found with modinfo and inserted before their users. One the kernel has
+# built in (its modules.builtin) is skipped; '?' marks one that later kernels no longer have at all.
+# crc32-pclmul/crc32_generic: 6.1's rxe ICRC asks the crypto API for "crc32" at run time, and the guest has
+# no /lib/modules to auto-load from, so they are listed explicitly (7.x's rxe calls the crc32 library).
+# fscache: merged into netfs in 6.8.
 MODS=(
   virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci
   virtio_console
-  9pnet 9pnet_virtio netfs fscache 9p
+  9pnet 9pnet_virtio netfs ?fscache 9p
   dummy
-  crc32_generic crc32-pclmul
+  ?crc32_generic ?crc32-pclmul
   udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe
   configfs ib_cm iw_cm rdma_cm rdma_ucm
   ib_umad
@@ -155,7 +179,7 @@ if [ "$force" = 0 ] && [ -s "$cache/vmlinux" ] && [ -s "$cache/initramfs.cpio" ]
 fi
 if [ "$force" = 1 ]; then
   log "--force: removing cached kernel and images in $cache"
-  rm -f "$cache"/linux-image-*.deb "$cache/vmlinux" "$cache/initramfs.cpio" "$cache/initramfs.stamp" \
+  rm -f "$cache"/linux-*.deb "$cache/debs.list" "$cache/vmlinux" "$cache/initramfs.cpio" "$cache/initramfs.stamp" \
         "$cache/kernel.version"
 fi
 
@@ -163,71 +187,189 @@ work=$(mktemp -d "$cache/.build.XXXXXX") || die "mktemp in $cache failed"
 trap 'rm -rf "$work"' EXIT
 t0=$SECONDS
 
-# ---- 1. the kernel package -------------------------------------------------------------------------
-shopt -s nullglob
-debs=("$cache"/linux-image-*.deb)
-shopt -u nullglob
-if [ "${#debs[@]}" -gt 1 ]; then
-  die "several kernel packages in $cache (${debs[*]##*/}); remove all but one, or use --force"
-elif [ "${#debs[@]}" = 1 ]; then
-  deb=${debs[0]}
-  log "using cached ${deb##*/}"
+# ---- 1. the kernel package(s) ----------------------------------------------------------------------
+# apt_opts: nothing for the machine's own configuration; for a suite, a configuration of its own that reads
+# nothing of /etc/apt but the archive URI (so the machine's apt state is never touched).
+apt_opts=()
+archive_uri() {  # the first URI of a deb entry of the machine's own Debian release (not -security/-updates)
+  local codename='' f
+  # shellcheck disable=SC1091  # the machine's own file
+  codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}") || true
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    awk -v want="$codename" 'BEGIN{RS=""} /(^|\n)Types:[^\n]*(^|[ \t])deb([ \t]|\n|$)/ {
+        uri=""; ok=0; n=split($0, l, "\n")
+        for (i = 1; i <= n; i++) {
+          if (l[i] ~ /^URIs:/) { split(l[i], u, /[ \t]+/); uri=u[2] }
+          if (l[i] ~ /^Suites:/) { m=split(l[i], s, /[ \t]+/); for (j = 2; j <= m; j++) if (s[j] == want || (want == "" && s[j] !~ /[-\/]/)) ok=1 }
+        }
+        if (ok && uri != "") { print uri; exit }
+      }' "$f"
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    awk -v want="$codename" '$1 == "deb" { i=2; if ($2 ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
+        if ($(i+1) == want || (want == "" && $(i+1) !~ /[-\/]/)) { print $i; exit } }' "$f"
+  done
+}
+if [ "$kernel_sel" != system ]; then
+  keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+  [ -r "$keyring" ] || die_fetch "Debian's archive keyring $keyring is missing (apt-get install debian-archive-keyring)"
+  uri=$(archive_uri | head -n1)
+  [ -n "$uri" ] || die_fetch "no deb entry of this machine's Debian release in /etc/apt to take the archive URI from"
+  a=$cache/apt
+  mkdir -p "$a/lists/partial" "$a/cache/archives/partial" "$a/parts" "$a/prefs" || die "mkdir $a failed"
+  printf 'deb [signed-by=%s] %s %s main\n' "$keyring" "$uri" "$kernel_sel" > "$a/sources.list" ||
+    die "cannot write $a/sources.list"
+  apt_opts=(-o "Dir::Etc::SourceList=$a/sources.list" -o "Dir::Etc::SourceParts=$a/parts"
+            -o "Dir::Etc::Preferences=/dev/null" -o "Dir::Etc::PreferencesParts=$a/prefs"
+            -o "Dir::State::Lists=$a/lists" -o "Dir::Cache=$a/cache" -o "Dir::State::status=/dev/null"
+            -o "Acquire::Languages=none")
+fi
+
+debs=()
+if [ -s "$cache/debs.list" ]; then
+  while IFS= read -r d; do
+    [ -f "$cache/$d" ] || { debs=(); break; }
+    debs+=("$cache/$d")
+  done < "$cache/debs.list"
 else
-  deps=$(apt-cache depends linux-image-amd64 2>&1) ||
-    die "apt-cache depends linux-image-amd64 failed: $deps (run apt-get update?)"
+  shopt -s nullglob
+  debs=("$cache"/linux-image-*.deb) # a cache from before debs.list: one Debian 12 package
+  shopt -u nullglob
+  [ "${#debs[@]}" -le 1 ] || die "several kernel packages in $cache (${debs[*]##*/}) and no debs.list; use --force"
+fi
+if [ "${#debs[@]}" -gt 0 ]; then
+  log "using cached ${debs[*]##*/}"
+else
+  if [ "$kernel_sel" != system ]; then
+    log "apt-get update for suite $kernel_sel (temporary configuration in $a, archive $uri)"
+    [ "$(id -u)" != 0 ] || ! id _apt >/dev/null 2>&1 || chown -R _apt "$a/lists/partial" "$a/cache/archives/partial"
+    out=$(apt-get -q "${apt_opts[@]}" update 2>&1) || die_fetch "apt-get update of suite $kernel_sel failed: $(tail -n 3 <<< "$out")"
+    if grep -q '^[WE]: ' <<< "$out"; then die_fetch "apt-get update of suite $kernel_sel: $(grep -m2 '^[WE]: ' <<< "$out")"; fi
+  fi
+  deps=$(apt-cache "${apt_opts[@]}" depends linux-image-amd64 2>&1) ||
+    die_fetch "apt-cache depends linux-image-amd64 failed: $deps (run apt-get update?)"
   pkg=$(printf '%s\n' "$deps" | sed -n 's/^ *|\{0,1\}Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n1)
   [ -n "$pkg" ] || die "could not find the kernel package that linux-image-amd64 depends on in: $deps"
-  log "downloading $pkg (what linux-image-amd64 depends on)"
+  # From 7.x on, linux-image-<abi> is empty and depends on the parts that hold the kernel, its config and
+  # its modules, all named linux-*-<abi>.
+  abi=${pkg#linux-image-}
+  pkgs=("$pkg")
+  pdeps=$(apt-cache "${apt_opts[@]}" depends "$pkg" 2>&1) || die_fetch "apt-cache depends $pkg failed: $pdeps"
+  while read -r kw name; do
+    if [[ ($kw == Depends: || $kw == '|Depends:') && $name == linux-*-"$abi" && $name != "$pkg" ]]; then
+      pkgs+=("$name")
+    fi
+  done <<< "$pdeps"
+  log "downloading ${pkgs[*]} (what linux-image-amd64 of $kernel_sel depends on)"
   mkdir "$work/dl"
   # apt drops privileges to _apt for downloads; let it write there to avoid the "unsandboxed" warning.
   if [ "$(id -u)" = 0 ] && id _apt >/dev/null 2>&1; then chmod 755 "$work"; chown _apt "$work/dl"; fi
-  if ! (cd "$work/dl" && apt-get download -q=2 "$pkg"); then
-    die "apt-get download $pkg failed (stale package lists? run apt-get update; Debian drops superseded kernel ABIs)"
+  if ! (cd "$work/dl" && apt-get download -q=2 "${apt_opts[@]}" "${pkgs[@]}"); then
+    die_fetch "apt-get download ${pkgs[*]} failed (stale package lists? run apt-get update, or --force; Debian drops superseded kernel ABIs)"
   fi
   shopt -s nullglob
-  got=("$work/dl"/linux-image-*.deb)
+  got=("$work/dl"/linux-*.deb)
   shopt -u nullglob
-  [ "${#got[@]}" = 1 ] || die "apt-get download $pkg produced no single .deb in $work/dl"
-  deb="$cache/${got[0]##*/}"
-  mv -f "${got[0]}" "$deb" || die "cannot move ${got[0]} to $cache"
+  [ "${#got[@]}" = "${#pkgs[@]}" ] || die "apt-get download ${pkgs[*]} produced ${#got[@]} .deb files in $work/dl"
+  : > "$work/debs.list"
+  for g in "${got[@]}"; do
+    mv -f "$g" "$cache/" || die "cannot move $g to $cache"
+    debs+=("$cache/${g##*/}")
+    echo "${g##*/}" >> "$work/debs.list"
+  done
+  mv -f "$work/debs.list" "$cache/debs.list"
 fi
 
 # ---- 2. extract vmlinuz, config and the modules ----------------------------------------------------
-listing=$(dpkg-deb -c "$deb" | awk '{print $NF}') || die "dpkg-deb -c $deb failed (corrupt download? use --force)"
-vmlinuz=$(grep -E -m1 '^\./boot/vmlinuz-' <<< "$listing" || true)
-[ -n "$vmlinuz" ] || die "no ./boot/vmlinuz-* in $deb"
-kver=${vmlinuz#./boot/vmlinuz-}
-config=./boot/config-$kver
-grep -qxF "$config" <<< "$listing" || die "no $config in $deb"
+declare -A deb_of=() # package path -> the .deb that holds it
+for d in "${debs[@]}"; do
+  l=$(dpkg-deb -c "$d" | awk '{print $NF}') || die "dpkg-deb -c $d failed (corrupt download? use --force)"
+  while IFS= read -r p; do deb_of[$p]=$d; done <<< "$l"
+done
+vmlinuz='' kver=''
+for p in "${!deb_of[@]}"; do
+  if [[ $p =~ ^\./boot/vmlinuz-(.+)$ || $p =~ ^\./(usr/)?lib/modules/([^/]+)/vmlinuz$ ]]; then
+    vmlinuz=$p kver=${BASH_REMATCH[2]:-${BASH_REMATCH[1]}}
+  fi
+done
+[ -n "$vmlinuz" ] || die "no kernel image (./boot/vmlinuz-* or ./usr/lib/modules/*/vmlinuz) in ${debs[*]##*/}"
+moddir=''
+for m in ./lib/modules/$kver ./usr/lib/modules/$kver; do [ -z "${deb_of[$m/kernel/]:-}" ] || moddir=$m; done
+[ -n "$moddir" ] || die "no $kver module tree in ${debs[*]##*/}"
+config=''
+for c in ./boot/config-$kver $moddir/config; do [ -z "${deb_of[$c]:-}" ] || config=$c; done
+[ -n "$config" ] || die "no kernel config (./boot/config-$kver or $moddir/config) in ${debs[*]##*/}"
+builtin_list=$moddir/modules.builtin
+[ -n "${deb_of[$builtin_list]:-}" ] || builtin_list=''
 
-# path_of NAME: the .ko path in the package for module NAME ('-' and '_' are interchangeable).
-declare -A modpath=()
-while IFS= read -r p; do
+# modpath[NAME]: the module file in the packages ('-' and '_' are interchangeable; .ko, .ko.xz or .ko.zst).
+declare -A modpath=() builtin=()
+for p in "${!deb_of[@]}"; do
+  [[ $p == "$moddir"/*.ko* ]] || continue
   b=${p##*/}
   case "$b" in
-    *.ko) ;;
-    *.ko.*) die "$deb ships compressed modules ($b); teach $prog to decompress them" ;;
+    *.ko|*.ko.xz|*.ko.zst) ;;
+    *.ko.*) die "${deb_of[$p]##*/} ships modules compressed as ${b#*.ko.} ($b); teach $prog to decompress them" ;;
     *) continue ;;
   esac
-  b=${b%.ko}
+  b=${b%%.ko*}
   modpath[${b//-/_}]=$p
-done < <(grep -E "^\./lib/modules/$kver/.*\.ko" <<< "$listing" || true)
-[ "${#modpath[@]}" -gt 0 ] || die "no modules under ./lib/modules/$kver in $deb"
+done
+[ "${#modpath[@]}" -gt 0 ] || die "no modules under $moddir in ${debs[*]##*/}"
 
-extract() {  # extract the given package paths into $work/root
+extract() {  # extract the given package paths into $work/root, each from the .deb that holds it
+  local d p
+  declare -A by=()
+  for p in "$@"; do by[${deb_of[$p]}]+=" $p"; done
   mkdir -p "$work/root"
-  dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$work/root" -- "$@" ||
-    die "extracting $* from $deb failed"
+  for d in "${!by[@]}"; do
+    # shellcheck disable=SC2086  # package paths have no spaces
+    dpkg-deb --fsys-tarfile "$d" | tar -x -C "$work/root" -- ${by[$d]} || die "extracting${by[$d]} from $d failed"
+  done
+}
+kofile() {  # kofile NAME -> prints the decompressed .ko of module NAME under $work/mods (extracted on demand)
+  local k=$1 p f
+  p=${modpath[$k]}
+  f=$work/mods/$k.ko
+  if [ ! -f "$f" ]; then
+    [ -f "$work/root/$p" ] || extract "$p"
+    mkdir -p "$work/mods"
+    case "$p" in
+      *.ko.xz) xz -dc "$work/root/$p" > "$f" || die "xz -d $p failed" ;;
+      *.ko.zst) command -v zstd >/dev/null || die "$p is zstd-compressed: install zstd (scripts/setup.sh --rxe)"
+                zstd -q -dc "$work/root/$p" > "$f" || die "zstd -d $p failed" ;;
+      *) cp "$work/root/$p" "$f" || die "cp $p failed" ;;
+    esac
+  fi
+  printf '%s\n' "$f"
 }
 
-want=()
+first=("$vmlinuz" "$config")
+[ -z "$builtin_list" ] || first+=("$builtin_list")
+want=() skipped=()
 for m in "${MODS[@]}"; do
-  k=${m//-/_}
-  [ -n "${modpath[$k]:-}" ] || die "module $m not found in $deb (is it built in now, or renamed?)"
-  want+=("${modpath[$k]}")
+  k=${m#\?}
+  k=${k//-/_}
+  [ -n "${modpath[$k]:-}" ] && { want+=("${modpath[$k]}"); continue; }
+  skipped+=("$k")
 done
 log "extracting kernel $kver and ${#want[@]} modules"
-extract "$vmlinuz" "$config" "${want[@]}"
+extract "${first[@]}" "${want[@]}"
+if [ -n "$builtin_list" ]; then
+  while IFS= read -r b; do b=${b##*/}; b=${b%%.ko*}; builtin[${b//-/_}]=1; done < "$work/root/$builtin_list"
+fi
+mods=()
+for m in "${MODS[@]}"; do
+  k=${m#\?}
+  k=${k//-/_}
+  if [ -n "${modpath[$k]:-}" ]; then mods+=("$k")
+  elif [ -n "${builtin[$k]:-}" ]; then log "note: $k is built into $kver"
+  elif [[ $m == \?* ]]; then log "note: $kver has no module $k (optional)"
+  else die "module $k not found in ${debs[*]##*/} (not built in either: renamed?)"
+  fi
+done
 
 grep -qx 'CONFIG_PVH=y' "$work/root/$config" ||
   die "kernel $kver lacks CONFIG_PVH=y; qemu cannot boot its ELF vmlinux directly"
@@ -235,10 +377,9 @@ grep -qx 'CONFIG_PVH=y' "$work/root/$config" ||
 # Dependency closure in load order: depth-first, dependencies before users, MODS order otherwise.
 declare -A state=() deps_of=()
 order=()
-moddeps() {  # -> deps_of[k], extracting missing files on demand
+moddeps() {  # -> deps_of[k]
   local k=$1 f d
-  f=$work/root/${modpath[$k]}
-  if [ ! -f "$f" ]; then extract "${modpath[$k]}"; fi
+  f=$(kofile "$k")
   d=$(modinfo -F depends "$f") || die "modinfo $f failed"
   deps_of[$k]=${d//,/ }
 }
@@ -248,30 +389,43 @@ visit() {
     done) return ;;
     active) die "module dependency cycle at $k" ;;
   esac
-  [ -n "${modpath[$k]:-}" ] || die "module $k (a dependency) not found in $deb"
+  [ -n "${modpath[$k]:-}" ] || die "module $k (a dependency) not found in ${debs[*]##*/}"
   state[$k]=active
   moddeps "$k"
   for d in ${deps_of[$k]}; do visit "$d"; done
   state[$k]="done"
   order+=("$k")
 }
-for m in "${MODS[@]}"; do visit "$m"; done
-if [ "${#order[@]}" != "${#MODS[@]}" ]; then
-  log "note: added dependencies not in the list: ${#order[@]} modules instead of ${#MODS[@]}"
+for m in "${mods[@]}"; do visit "$m"; done
+if [ "${#order[@]}" != "${#mods[@]}" ]; then
+  log "note: added dependencies not in the list: ${#order[@]} modules instead of ${#mods[@]}"
 fi
 
-# ---- 3. vmlinux from the bzImage's xz payload ------------------------------------------------------
-found=0
-while IFS=: read -r off _; do
-  # (process substitution: tail dies of SIGPIPE when xz stops after the first stream; that is fine)
-  if xz -dc --single-stream < <(tail -c +"$((off + 1))" "$work/root/$vmlinuz") > "$work/vmlinux" 2>/dev/null &&
-     [ "$(head -c 4 "$work/vmlinux" | od -An -c | tr -d ' ')" = '177ELF' ]; then
-    found=1
-    break
-  fi
-done < <(LC_ALL=C grep -abo $'\xfd7zXZ' "$work/root/$vmlinuz" || true)
-[ "$found" = 1 ] || die "no xz-compressed ELF payload found in $vmlinuz (kernel not xz-compressed?)"
-
+# ---- 3. vmlinux from the bzImage's payload (xz or zstd) --------------------------------------------
+# The boot protocol header (2.08+) says where the compressed kernel is and how long: the payload starts
+# payload_offset bytes after the setup sectors and ends with 4 bytes of uncompressed size, which are cut off.
+img=$work/root/$vmlinuz
+hdr=$(od -An -tu1 -j $((0x1f1)) -N 1 "$img" | tr -d ' ')
+[ "$(dd if="$img" bs=1 skip=$((0x202)) count=4 status=none)" = HdrS ] || die "$vmlinuz is no bzImage (no HdrS header)"
+read -r poff plen < <(od -An -tu4 -j $((0x248)) -N 8 "$img")
+[ "$hdr" != 0 ] || hdr=4
+start=$(( (hdr + 1) * 512 + poff ))
+magic=$(od -An -tx1 -j "$start" -N 6 "$img" | tr -d ' ')
+dec=()
+case "$magic" in
+  fd377a585a00) dec=(xz -dc --single-stream) ;;
+  28b52ffd*) if command -v zstd >/dev/null; then dec=(zstd -q -dc); fi ;;
+  *) die "$vmlinuz: payload at byte $start starts with $magic, neither xz nor zstd" ;;
+esac
+if [ "${#dec[@]}" = 0 ]; then
+  # No zstd here: qemu boots the bzImage itself, which decompresses in the guest (about 3 s more under TCG).
+  log "note: kernel $kver is zstd-compressed and zstd is not installed: the guest boots the bzImage (slower)"
+  cp "$img" "$work/vmlinux" || die "cp $vmlinuz failed"
+else
+  dd if="$img" bs=1M iflag=skip_bytes,count_bytes skip="$start" count="$((plen - 4))" status=none |
+    "${dec[@]}" > "$work/vmlinux" || die "decompressing the ${dec[0]} payload of $vmlinuz failed"
+  [ "$(head -c 4 "$work/vmlinux" | od -An -c | tr -d ' ')" = '177ELF' ] || die "the payload of $vmlinuz is not an ELF kernel"
+fi
 # ---- 4. initramfs ----------------------------------------------------------------------------------
 ir=$work/initramfs
 mkdir -p "$ir"/{bin,dev,proc,sys,host,res,mods}
@@ -283,7 +437,7 @@ done
 mknod -m 600 "$ir/dev/console" c 5 1 2>/dev/null || log "note: cannot mknod dev/console (not root); relying on the kernel's"
 : > "$ir/mods/order"
 for k in "${order[@]}"; do
-  cp "$work/root/${modpath[$k]}" "$ir/mods/$k.ko"
+  cp "$work/mods/$k.ko" "$ir/mods/$k.ko"
   echo "$k" >> "$ir/mods/order"
 done
 init_text > "$ir/init"

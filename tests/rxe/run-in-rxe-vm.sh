@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # run-in-rxe-vm.sh CMD [ARGS...]
 #
-# Boots Debian's stock kernel under qemu (TCG), loads rdma_rxe, creates rxe0 on dummy0 and runs CMD as
-# root in a chroot of the host's / (shared read-only over virtio-9p), in the same working directory and
-# with the caller's environment (HOME=/tmp, stdin /dev/null). CMD's stdout and stderr stream back
-# separately. Exit status: CMD's; 124 on timeout; 125 when the VM or the harness itself failed (the
-# guest console log is printed then). See tests/rxe/README.md.
+# Boots a Debian stock kernel (Debian 12's, or RXE_VM_KERNEL's) under qemu (TCG), loads rdma_rxe, creates
+# rxe0 on dummy0 and runs CMD as root in a chroot of the host's / (shared read-only over virtio-9p), in the
+# same working directory and with the caller's environment (HOME=/tmp, stdin /dev/null). CMD's stdout and
+# stderr stream back separately. Exit status: CMD's; 124 on timeout; 125 when the VM or the harness itself
+# failed (the guest console log is printed then). See tests/rxe/README.md.
 #
 # Environment knobs (defaults in brackets):
 #   RXE_VM_TIMEOUT  [600]   seconds for the whole VM run (boot included); then qemu is killed, exit 124
@@ -23,6 +23,8 @@
 #   RXE_VM_RXE      [1]     0: do not create rxe0 (still loads the modules)
 #   RXE_VM_ACCEL    [tcg]   kvm only on hosts with real VT-x/AMD-V (untested; not on the PVM dev hosts)
 #   RXE_VM_CACHE    [/var/tmp/gdx-rxe-vm]  where build-rxe-vm.sh keeps vmlinux + initramfs.cpio
+#   RXE_VM_KERNEL   [system]  guest kernel: 'system' = linux-image-amd64 of this machine's apt sources (Debian
+#                           12's 6.1); a Debian suite name (sid, trixie) = that suite's (build-rxe-vm.sh)
 set -euo pipefail
 
 prog=run-in-rxe-vm
@@ -90,6 +92,7 @@ command -v "$qemu_bin" >/dev/null || die "$qemu_bin not found; run scripts/setup
 
 # ---- the VM image (built once, cached) -------------------------------------------------------------
 RXE_VM_CACHE=$cache "$here/build-rxe-vm.sh" --quiet || die "building the VM image failed (build-rxe-vm.sh, see above)"
+cache=$(RXE_VM_CACHE=$cache "$here/build-rxe-vm.sh" --print-dir) || die "build-rxe-vm.sh --print-dir failed"
 kernel=$cache/vmlinux initrd=$cache/initramfs.cpio
 if [ ! -s "$kernel" ] || [ ! -s "$initrd" ]; then die "$kernel or $initrd missing after build-rxe-vm.sh"; fi
 

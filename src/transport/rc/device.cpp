@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/rc/config_vars.h"
+#include "transport/rc/odp_check.h"
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -26,8 +27,16 @@ std::string errno_name(int err) {
 std::string NicGdrSupport::summary() const {
     std::string s = dmabuf ? "dma-buf yes" : "no dma-buf (" + errno_name(dmabuf_errno) + ")";
     s += peermem ? ", peer memory yes" : ", no peer memory";
-    if (odp) s += ", ODP yes";
+    if (odp) s += ", " + odp_text();
     return s;
+}
+
+std::string NicGdrSupport::odp_text() const {
+    if (!odp) return odp_why.empty() ? "no ODP" : odp_why;
+    std::string s = "ODP yes (explicit; implicit ";
+    s += odp_implicit ? "yes" : implicit_errno ? "no: " + errno_name(implicit_errno) : "no";
+    s += odp_prefetch ? "; prefetch yes" : "; prefetch no: ibv_advise_mr " + errno_name(prefetch_errno);
+    return s + (odp_check.empty() ? ")" : "; data check: " + odp_check + ")");
 }
 
 topo::NicGdrCaps NicGdrSupport::caps() const {
@@ -100,20 +109,39 @@ NicGdrSupport probe_gdr_support(ibv_context *ctx, ibv_pd *pd, const ibv_device_a
     if (buf != MAP_FAILED) {
         errno = 0;
         ibv_mr *omr = ibv_reg_mr(pd, buf, page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
-        s.odp_errno = omr ? 0 : errno;
-        if (omr) ibv_dereg_mr(omr);
-        munmap(buf, page);
+        s.odp_errno = omr ? 0 : errno ? errno : EIO;
+        if (omr != nullptr && caps) {
+            // Prefetch is a later addition to some providers (rxe): learn here whether this one has it.
+            ibv_sge sge{reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(page), omr->lkey};
+            s.prefetch_errno = ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1);
+            s.odp_prefetch = s.prefetch_errno == 0;
+        }
+        if (omr != nullptr && ibv_dereg_mr(omr) != 0)
+            GDX_DEBUG(kComp, "%s: ibv_dereg_mr of the ODP trial MR: %s", ibv_get_device_name(ctx->device),
+                      std::strerror(errno));
+        if (munmap(buf, page) != 0)
+            GDX_DEBUG(kComp, "munmap of the ODP trial page: %s", std::strerror(errno));
     } else {
         s.odp_errno = errno;
     }
     s.odp = caps && s.odp_errno == 0;
+    if (s.odp && (attr.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT)) {
+        // Implicit ODP: one MR over the whole address space (addr 0, length SIZE_MAX), as verbs defines it.
+        errno = 0;
+        ibv_mr *imr = ibv_reg_mr(pd, nullptr, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+        s.implicit_errno = imr ? 0 : errno ? errno : EIO;
+        s.odp_implicit = imr != nullptr;
+        if (imr != nullptr && ibv_dereg_mr(imr) != 0)
+            GDX_DEBUG(kComp, "%s: ibv_dereg_mr of the implicit ODP trial MR: %s", ibv_get_device_name(ctx->device),
+                      std::strerror(errno));
+    }
     if (!s.odp) {
         s.odp_why = std::string("no ODP (device reports ") + (caps ? "RC ODP" : "none") + "; ibv_reg_mr ON_DEMAND: " +
                     (s.odp_errno ? errno_name(s.odp_errno) : "ok") + ")";
     }
     GDX_DEBUG(kComp, "%s: GPUDirect probe: dma-buf %s (probe errno %s), peer memory %s (%s), %s",
               ibv_get_device_name(ctx->device), s.dmabuf ? "yes" : "no", errno_name(s.dmabuf_errno).c_str(),
-              s.peermem ? "yes" : "no", s.peermem_how.c_str(), s.odp ? "ODP yes" : s.odp_why.c_str());
+              s.peermem ? "yes" : "no", s.peermem_how.c_str(), s.odp_text().c_str());
     return s;
 }
 
@@ -248,7 +276,21 @@ const NicGdrSupport &DeviceCtx::gdr_support() {
     static std::map<std::string, std::unique_ptr<NicGdrSupport>> probed; // process-wide, per device
     std::lock_guard<std::mutex> lock(mu);
     auto &slot = probed[name_];
-    if (!slot) slot = std::make_unique<NicGdrSupport>(probe_gdr_support(ctx_, pd_, dev_attr_));
+    if (!slot) {
+        slot = std::make_unique<NicGdrSupport>(probe_gdr_support(ctx_, pd_, dev_attr_));
+        if (slot->odp) {
+            OdpCheck c = check_odp_loopback(ctx_, pd_, port_, port_attr_, gid_index_, gid_);
+            slot->odp_check = c.result;
+            if (!c.ok && odp_check_binding()) {
+                slot->odp = false;
+                slot->odp_why = "no ODP (the device claims it, but a loopback data check through ODP MRs failed: " +
+                                c.result + ")";
+            } else if (!c.ok) {
+                slot->odp_check += " (not binding: tests)";
+            }
+            GDX_DEBUG(kComp, "%s: ODP data check: %s", name_.c_str(), slot->odp_check.c_str());
+        }
+    }
     support_ = slot.get();
     return *support_;
 }

@@ -29,6 +29,12 @@ struct NicGdrSupport {
     bool odp = false;        // device reports RC ODP for read, write, send and recv
     int odp_errno = 0;       // errno of a trial ON_DEMAND registration (0 when it worked)
     std::string odp_why;     // "no ODP (device reports none; ibv_reg_mr ON_DEMAND: EINVAL)"
+    bool odp_implicit = false; // IBV_ODP_SUPPORT_IMPLICIT claimed and a whole-address-space MR was made
+    int implicit_errno = 0;    // the implicit trial's errno (0: worked or not claimed)
+    bool odp_prefetch = false; // ibv_advise_mr(PREFETCH_WRITE) worked on the trial ODP MR
+    int prefetch_errno = 0;    // its errno otherwise (EOPNOTSUPP: provider or kernel has no advise_mr)
+    std::string odp_check;     // the loopback data check's outcome (odp_check.h); "" when not run
+    std::string odp_text() const; // "ODP yes (explicit; implicit no; prefetch no: EOPNOTSUPP; ...)", or odp_why
     std::string summary() const; // "dma-buf yes, peer memory no, ODP no"
     topo::NicGdrCaps caps() const;
 };
@@ -62,7 +68,7 @@ class DeviceCtx {
     const ibv_gid &gid() const { return gid_; }
     const std::string &gid_text() const { return gid_text_; }
     const std::string &bus_id() const { return bus_id_; } // "" for software devices
-    // Probed on first use; process-wide per device name.
+    // Probed on first use (with the ODP data check where the device claims ODP); process-wide per device name.
     const NicGdrSupport &gdr_support();
 
   private:

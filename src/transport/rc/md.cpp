@@ -51,7 +51,7 @@ int ibv_access_of(unsigned a) {
 
 RcRegion::~RcRegion() {
     for (Chunk &c : chunks)
-        if (c.mr != nullptr) registrar->dereg(c.mr);
+        if (c.mr != nullptr && c.mr != shared_mr.get()) registrar->dereg(c.mr);
 }
 
 RcMemHandle::RcMemHandle(void *addr, size_t len, const mem::MemInfo &info, unsigned access,
@@ -227,15 +227,11 @@ gdx_status_t RcMemoryDomain::register_region(void *addr, size_t len, const mem::
     r->dev = dev_;
     int flags = ibv_access_of(access);
     if (host_reachable(info)) {
-        RegAttempt a = registrar_->reg_va(addr, len, flags);
-        if (a.mr == nullptr) {
-            gdx_status_t st = a.err == ENOMEM ? GDX_ERR_NO_MEMORY : a.err == EFAULT ? GDX_ERR_INVALID_ADDR : GDX_ERR_DRIVER;
-            return fail_errno(st, a.err, kComp, "%s: ibv_reg_mr(%p, %zu, %s)%s", name_.c_str(), addr, len,
-                              mem::type_name(info.type),
-                              a.err == ENOMEM ? " (locked-memory limit? see ulimit -l)" : "");
-        }
+        HostReg h;
+        if (gdx_status_t st = register_host(*registrar_, ladder_, addr, len, info, flags, &h); st != GDX_OK) return st;
         r->chunk_size = len;
-        r->chunks.push_back({{0, len, Reach::Host, "host memory"}, a.mr});
+        r->shared_mr = std::move(h.shared);
+        r->chunks.push_back({{0, len, h.reach, std::move(h.reason)}, h.mr});
     } else {
         std::string gpu = "GPU" + std::to_string(info.device);
         gdx_status_t st = register_gpu(*registrar_, exporter_, ladder_, addr, len, info, flags,

@@ -1,5 +1,5 @@
-// The rc memory domain: registrations (host memory directly, GPU memory up the ladder of reg_ladder.h, gated by
-// the topology), the registration cache, and the packed remote key.
+// The rc memory domain: registrations (host memory pinned or, with GDX_REG_METHODS=...,odp, on demand; GPU
+// memory up the ladder of reg_ladder.h, gated by the topology), the registration cache, and the packed remote key.
 //
 // Packed remote key (kRkeyPackedSize bytes, little-endian, written and read field by field):
 //   off size field
@@ -39,6 +39,7 @@ class RcRegion final : public CachedRegion {
     std::shared_ptr<DeviceCtx> dev;       // keeps the PD alive while the MRs exist
     size_t chunk_size = 0;                // chunk i covers [addr + i*chunk_size, ...)
     std::vector<Chunk> chunks;
+    std::shared_ptr<ibv_mr> shared_mr;    // the implicit ODP MR a chunk uses: released, not deregistered, here
 };
 
 class RcMemHandle final : public MemHandle {

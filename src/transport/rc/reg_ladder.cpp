@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <map>
 #include <mutex>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace gdx::tp::rc {
@@ -50,6 +51,38 @@ void VerbsRegistrar::dereg(ibv_mr *mr) {
     if (int rc = ibv_dereg_mr(mr)) fail_errno(GDX_ERR_DRIVER, rc, kComp, "%s: ibv_dereg_mr", dev_->name().c_str());
 }
 
+std::shared_ptr<ibv_mr> VerbsRegistrar::implicit_odp(int *err) {
+    std::lock_guard<std::mutex> lock(implicit_mu_);
+    if (implicit_ == nullptr) {
+        // Local access only: an implicit MR's rkey would open the whole address space to the peer.
+        RegAttempt a = reg_odp(nullptr, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE);
+        if (a.mr == nullptr) {
+            *err = a.err;
+            return nullptr;
+        }
+        std::shared_ptr<DeviceCtx> dev = dev_; // the PD outlives the MR
+        implicit_ = std::shared_ptr<ibv_mr>(a.mr, [dev](ibv_mr *mr) {
+            if (int rc = ibv_dereg_mr(mr))
+                fail_errno(GDX_ERR_DRIVER, rc, kComp, "%s: ibv_dereg_mr (implicit ODP)", dev->name().c_str());
+        });
+    }
+    *err = 0;
+    return implicit_;
+}
+
+int VerbsRegistrar::prefetch(ibv_mr *mr, void *addr, size_t len, bool write) {
+    // One SGE holds at most 4 GiB - 1: cut larger ranges into 1 GiB pieces.
+    const size_t kPiece = 1ull << 30;
+    char *p = static_cast<char *>(addr);
+    for (size_t off = 0; off < len; off += kPiece) {
+        ibv_sge sge{reinterpret_cast<uintptr_t>(p + off), static_cast<uint32_t>(std::min(kPiece, len - off)), mr->lkey};
+        int rc = ibv_advise_mr(dev_->pd(), write ? IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE : IBV_ADVISE_MR_ADVICE_PREFETCH,
+                               0, &sge, 1);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
 // ---- configuration and the learned table ------------------------------------------------------------------
 
 LadderConfig LadderConfig::from(const Config &cfg) {
@@ -61,8 +94,11 @@ LadderConfig LadderConfig::from(const Config &cfg) {
         if (std::find(c.order.begin(), c.order.end(), r) == c.order.end()) c.order.push_back(r);
     }
     c.chunk = cfg.size(RcVar::RC_REG_CHUNK);
+    c.odp_min = cfg.size(RcVar::RC_ODP_MIN);
     return c;
 }
+
+bool LadderConfig::odp() const { return std::find(order.begin(), order.end(), Rung::Odp) != order.end(); }
 
 namespace {
 struct Learned {
@@ -270,6 +306,114 @@ gdx_status_t register_gpu(Registrar &reg, DmabufExport exporter, const LadderCon
                          dev.c_str(), mem::type_name(info.type), failover.c_str());
     }
     return GDX_OK;
+}
+
+// ---- host memory: pinned, or ODP ------------------------------------------------------------------------
+
+namespace {
+
+// The kernel's "you may not pin that much" (ib_umem_get over RLIMIT_MEMLOCK without CAP_IPC_LOCK).
+bool pin_refused(int e) { return e == ENOMEM || e == EAGAIN || e == EPERM; }
+
+std::string memlock_text() {
+    rlimit rl{};
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0) return "RLIMIT_MEMLOCK unknown: " + errno_name(errno);
+    return "RLIMIT_MEMLOCK " + (rl.rlim_cur == RLIM_INFINITY ? std::string("unlimited") : format_size(rl.rlim_cur));
+}
+
+gdx_status_t status_of(int e) { return e == ENOMEM ? GDX_ERR_NO_MEMORY : e == EFAULT ? GDX_ERR_INVALID_ADDR : GDX_ERR_DRIVER; }
+
+// One ODP registration of [addr, addr+len): the implicit MR for local-only access where the device has one,
+// else an explicit MR; then a prefetch where the device has ibv_advise_mr. false with *why on failure.
+bool odp_register(Registrar &reg, const NicGdrSupport &sup, void *addr, size_t len, int access, HostReg *out,
+                  std::string *why) {
+    const int remote = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+    if (sup.odp_implicit && (access & remote) == 0) {
+        int err = 0;
+        out->shared = reg.implicit_odp(&err);
+        out->mr = out->shared.get();
+        if (out->mr == nullptr)
+            GDX_LOG_ONCE(log::Level::Info, kComp, "odp-implicit:" + reg.device_name(),
+                         "%s: implicit ODP MR refused (%s): explicit ODP MRs instead", reg.device_name().c_str(),
+                         errno_name(err).c_str());
+    }
+    if (out->mr == nullptr) {
+        RegAttempt a = reg.reg_odp(addr, len, access);
+        if (a.mr == nullptr) {
+            *why = "ibv_reg_mr ON_DEMAND: " + errno_name(a.err);
+            return false;
+        }
+        out->mr = a.mr;
+    }
+    out->reach = Reach::Odp;
+    if (sup.odp_prefetch) {
+        if (int rc = reg.prefetch(out->mr, addr, len, (access & IBV_ACCESS_LOCAL_WRITE) != 0))
+            GDX_DEBUG(kComp, "%s: ibv_advise_mr prefetch of [%p, +%zu): %s (a hint; the NIC faults pages in instead)",
+                      reg.device_name().c_str(), addr, len, errno_name(rc).c_str());
+    }
+    return true;
+}
+
+} // namespace
+
+gdx_status_t register_host(Registrar &reg, const LadderConfig &cfg, void *addr, size_t len, const mem::MemInfo &info,
+                           int access, HostReg *out) {
+    *out = HostReg{};
+    const std::string &dev = reg.device_name();
+    // Pinned and registered host memory is resident already: pinning it costs nothing, ODP would gain nothing.
+    const bool want_odp = cfg.odp() && info.type == mem::MemType::HostPageable;
+    const NicGdrSupport *sup = want_odp ? &reg.support() : nullptr;
+    if (want_odp && !sup->odp)
+        GDX_LOG_ONCE(log::Level::Info, kComp, "host-odp:" + dev,
+                     "%s: GDX_REG_METHODS has odp, but %s: pageable host memory is pinned", dev.c_str(),
+                     sup->odp_text().c_str());
+    std::string odp_failed;
+    auto via_odp = [&](const char *kind, const std::string &because) {
+        std::string why;
+        if (!odp_register(reg, *sup, addr, len, access, out, &why)) {
+            odp_failed = "ODP failed (" + why + ")";
+            return false;
+        }
+        out->reason = "ODP" + std::string(out->shared ? " (implicit MR)" : "") + ": " + because;
+        GDX_LOG_ONCE(log::Level::Info, kComp, "host-odp-used:" + dev + ":" + kind,
+                     "%s: pageable host memory registered with on-demand paging (nothing pinned): %s%s", dev.c_str(),
+                     because.c_str(), sup->odp_prefetch ? "" : "; no prefetch (ibv_advise_mr refused at the probe)");
+        GDX_DEBUG(kComp, "%s: [%p, +%zu): %s", dev.c_str(), addr, len, out->reason.c_str());
+        return true;
+    };
+    if (want_odp && sup->odp && len >= cfg.odp_min &&
+        via_odp("size", std::to_string(len) + " bytes >= GDX_RC_ODP_MIN=" + format_size(cfg.odp_min)))
+        return GDX_OK;
+
+    RegAttempt a = reg.reg_va(addr, len, access);
+    if (a.mr != nullptr) {
+        out->mr = a.mr;
+        out->reason = odp_failed.empty() ? "host memory (pinned)" : "host memory (pinned; " + odp_failed + ")";
+        return GDX_OK;
+    }
+    if (want_odp && pin_refused(a.err)) {
+        const std::string refusal = "ibv_reg_mr: " + errno_name(a.err) + ", " + memlock_text();
+        if (sup->odp && odp_failed.empty() && via_odp("refused", "pinning refused (" + refusal + ")")) return GDX_OK;
+        return GDX_FAIL(status_of(a.err), kComp, "%s: pinning %zu bytes of %s memory at %p refused (%s), and %s", dev.c_str(),
+                        len, mem::type_name(info.type), addr, refusal.c_str(),
+                        !odp_failed.empty() ? odp_failed.c_str() : sup->odp ? "ODP failed" : sup->odp_text().c_str());
+    }
+    const char *hint = !pin_refused(a.err) ? ""
+                       : cfg.odp()         ? " (locked-memory limit? see ulimit -l)"
+                                           : " (locked-memory limit? see ulimit -l; GDX_REG_METHODS=...,odp registers "
+                                             "pageable memory on demand where the device has ODP)";
+    return fail_errno(status_of(a.err), a.err, kComp, "%s: ibv_reg_mr(%p, %zu, %s)%s", dev.c_str(), addr, len,
+                      mem::type_name(info.type), hint);
+}
+
+std::string host_reg_policy(const LadderConfig &cfg, const NicGdrSupport &sup) {
+    if (!cfg.odp()) return "pageable host memory is pinned (GDX_REG_METHODS has no odp)";
+    if (!sup.odp) return "pageable host memory is pinned: GDX_REG_METHODS has odp, but " + sup.odp_text();
+    std::string s = "pageable host memory is pinned, and registered with ODP where pinning is refused (" +
+                    memlock_text() + ")";
+    if (cfg.odp_min != UINT64_MAX) s = "pageable host memory of at least GDX_RC_ODP_MIN=" + format_size(cfg.odp_min) +
+                                       " is registered with ODP, smaller is pinned (ODP where pinning is refused)";
+    return s + "; " + sup.odp_text();
 }
 
 } // namespace gdx::tp::rc
