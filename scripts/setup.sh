@@ -29,7 +29,7 @@ pkgs=(
   iproute2 iperf3 python3 python3-matplotlib
 )
 if [ "$want_rxe" = 1 ]; then
-  pkgs+=(qemu-system-x86 perftest cpio busybox-static kmod xz-utils rdmacm-utils)
+  pkgs+=(qemu-system-x86 perftest cpio busybox-static kmod xz-utils zstd rdmacm-utils)
 fi
 if [ "$want_ucx_src" = 1 ]; then
   pkgs+=(dpkg-dev autoconf automake libtool librdmacm-dev)
