@@ -386,6 +386,13 @@ class Interface {
     // Call arm_wakeup() (GDX_OK: safe to sleep; GDX_ERR_BUSY: events pending, progress first) before poll().
     virtual int wakeup_fd() const { return -1; }
     virtual gdx_status_t arm_wakeup() { return GDX_ERR_UNSUPPORTED; }
+    // SO_SNDBUF / SO_RCVBUF in bytes (0: the kernel's default and autotuning; SIZE_MAX: unchanged) for the
+    // connections this interface makes or accepts from now on, where it has sockets (UCX's SNDBUF/RCVBUF
+    // interface settings for tcp).
+    virtual gdx_status_t set_socket_buffers(size_t sndbuf, size_t rcvbuf) {
+        (void)sndbuf, (void)rcvbuf;
+        return GDX_ERR_UNSUPPORTED;
+    }
 };
 
 inline constexpr unsigned kMaxAmId = 32;

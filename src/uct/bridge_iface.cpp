@@ -311,6 +311,9 @@ extern "C" void gdx_uct_iface_attr(gdx_uct_iface_t *iface, gdx_uct_iface_attr_t 
 }
 
 extern "C" int gdx_uct_iface_wakeup_fd(gdx_uct_iface_t *iface) { return iface->itf->wakeup_fd(); }
+extern "C" gdx_status_t gdx_uct_iface_set_socket_buffers(gdx_uct_iface_t *iface, size_t sndbuf, size_t rcvbuf) {
+    return iface->itf->set_socket_buffers(sndbuf, rcvbuf);
+}
 extern "C" gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface) {
     iface->touched();
     // Copies, credits and finished requests move on in progress() only, whatever the transport's fd says.

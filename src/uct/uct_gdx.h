@@ -139,6 +139,9 @@ int gdx_uct_iface_progress_unlocked(gdx_uct_iface_t *iface);
 int gdx_uct_iface_wakeup_fd(gdx_uct_iface_t *iface);         /* -1 when the transport has none */
 /* GDX_OK or GDX_ERR_BUSY (also while a broken endpoint waits to be reported: progress must run first). */
 gdx_status_t gdx_uct_iface_arm(gdx_uct_iface_t *iface);
+/* Socket buffer sizes for the interface's connections from now on; SIZE_MAX leaves one as GDX_* set it.
+ * GDX_ERR_UNSUPPORTED on a transport without sockets. */
+gdx_status_t gdx_uct_iface_set_socket_buffers(gdx_uct_iface_t *iface, size_t sndbuf, size_t rcvbuf);
 
 /* A connected endpoint whose peer is gone (GAPS.md, 16): its transport connection broke or never came up,
  * or the staging engine declared the peer dead (silent for GDX_PEER_TIMEOUT, or it said BYE). */

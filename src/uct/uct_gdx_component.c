@@ -229,7 +229,8 @@ static void uct_gdx_component_init(uct_gdx_component_t *comp, unsigned tl, const
     comp->uct_tl.iface_open     = uct_gdx_iface_open;
     comp->uct_tl.config.name    = comp->name;
     comp->uct_tl.config.prefix  = comp->cfg_prefix;
-    comp->uct_tl.config.table   = uct_gdx_iface_config_table;
+    comp->uct_tl.config.table   = (strcmp(tl_name, "tcp") == 0) ? uct_gdx_tcp_iface_config_table :
+                                                                  uct_gdx_iface_config_table;
     comp->uct_tl.config.size    = sizeof(uct_gdx_iface_config_t);
 }
 

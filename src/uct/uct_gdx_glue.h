@@ -56,6 +56,8 @@ typedef struct uct_gdx_md {
 
 typedef struct uct_gdx_iface_config {
     uct_iface_config_t super;
+    size_t             sndbuf; /* gdx_tcp only (uct_gdx_tcp_iface_config_table): UCS_MEMUNITS_AUTO or bytes */
+    size_t             rcvbuf;
 } uct_gdx_iface_config_t;
 
 #if ENABLE_STATS
@@ -126,5 +128,6 @@ void uct_gdx_copy_register(void);
 ucs_status_t uct_gdx_iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
                                 const uct_iface_config_t *config, uct_iface_h *iface_p);
 extern ucs_config_field_t uct_gdx_iface_config_table[];
+extern ucs_config_field_t uct_gdx_tcp_iface_config_table[];
 
 #endif /* GDX_UCT_GDX_GLUE_H */

@@ -43,6 +43,17 @@ Conn::~Conn() {
     sock_.close(ec);
 }
 
+// Before connect() or listen(): the window scale is agreed in the handshake from the receive buffer then, so a
+// buffer shrunk afterwards leaves windows that round to zero and stall on the kernel's persist timer.
+gdx_status_t set_buffer_sizes(const TcpIface &iface, int fd, const std::string &what) {
+    for (auto [name, value, text] : {std::tuple{SO_SNDBUF, iface.sndbuf(), "SO_SNDBUF"},
+                                     std::tuple{SO_RCVBUF, iface.rcvbuf(), "SO_RCVBUF"}}) {
+        if (value > 0 && setsockopt(fd, SOL_SOCKET, name, &value, sizeof(value)) != 0)
+            return fail_errno(GDX_ERR_IO, errno, "tcp", "setsockopt(%s=%d) on %s", text, value, what.c_str());
+    }
+    return GDX_OK;
+}
+
 gdx_status_t configure_socket(const TcpIface &iface, int fd, const std::string &peer) {
     auto opt = [&](int level, int name, int value, const char *what) {
         if (setsockopt(fd, level, name, &value, sizeof(value)) != 0)
@@ -51,10 +62,6 @@ gdx_status_t configure_socket(const TcpIface &iface, int fd, const std::string &
         return GDX_OK;
     };
     gdx_status_t st = opt(IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY"); // small messages and acks go out at once
-    if (st == GDX_OK && iface.sockbuf() > 0) {
-        st = opt(SOL_SOCKET, SO_SNDBUF, iface.sockbuf(), "SO_SNDBUF");
-        if (st == GDX_OK) st = opt(SOL_SOCKET, SO_RCVBUF, iface.sockbuf(), "SO_RCVBUF");
-    }
     Clock::duration t = iface.peer_timeout();
     if (st == GDX_OK && t != Clock::duration::max()) {
         // Keepalive probes, answered by the peer's kernel however busy its process is, find a host or link that
@@ -86,6 +93,7 @@ gdx_status_t Conn::start_active(TcpEndpoint *ep, const asio::ip::tcp::endpoint &
         return GDX_FAIL(GDX_ERR_IO, "tcp", "socket for the connection to %s: %s", peer_name_.c_str(),
                         ec.message().c_str());
     fd_ = sock_.native_handle();
+    if (gdx_status_t st = set_buffer_sizes(*iface_, fd_, "the socket for " + peer_name_); st != GDX_OK) return st;
     state_ = State::Connecting;
     connect_deadline_ = add_sat(Clock::now(), iface_->conn_timeout());
     iface_->deadline_hint(connect_deadline_);

@@ -43,6 +43,10 @@ void TcpEndpoint::dial_lanes() {
         boost::system::error_code ec;
         d->sock.open(peer.protocol(), ec);
         if (!ec) d->sock.non_blocking(true, ec);
+        if (!ec && set_buffer_sizes(*iface_, d->sock.native_handle(), "lane " + std::to_string(i)) != GDX_OK) {
+            d->sock.close(ec);
+            continue; // said why; this endpoint uses the lanes that connect
+        }
         if (ec) {
             GDX_WARN("tcp", "lane %u to %s: socket: %s; this endpoint uses the lanes that connect", i,
                      conn_->peer_name().c_str(), ec.message().c_str());

@@ -24,7 +24,7 @@ TcpIface::TcpIface(std::string device, const Config &cfg)
     peer_timeout_ = cfg.duration(TransportVar::PEER_TIMEOUT);
     silence_timeout_ = cfg.duration(TransportVar::PEER_SILENCE_TIMEOUT);
     conn_timeout_ = cfg.duration(TransportVar::CONN_TIMEOUT);
-    sockbuf_ = static_cast<int>(cfg.size(TcpVar::TCP_SOCKBUF));
+    sndbuf_ = rcvbuf_ = static_cast<int>(cfg.size(TcpVar::TCP_SOCKBUF));
     if (lanes_from_config(cfg, &lanes_cfg_) != GDX_OK) lanes_cfg_ = 0; // open() checked it first
     lane_threads_ = static_cast<unsigned>(cfg.uint(TcpVar::TCP_LANE_THREADS));
     stripe_min_ = cfg.size(TcpVar::TCP_STRIPE_MIN);
@@ -75,6 +75,8 @@ gdx_status_t TcpIface::init(const asio::ip::address &listen_ip, bool loopback, d
     boost::system::error_code ec;
     asio::ip::tcp::endpoint ep(listen_ip, 0);
     acceptor_.open(ep.protocol(), ec);
+    if (!ec && set_buffer_sizes(*this, acceptor_.native_handle(), "the listening socket") != GDX_OK)
+        return GDX_ERR_IO; // said why; accepted sockets inherit the listener's sizes
     if (!ec) acceptor_.bind(ep, ec); // port 0: the kernel picks a free ephemeral port
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (!ec) acceptor_.non_blocking(true, ec);
@@ -373,6 +375,17 @@ gdx_status_t TcpIface::arm_timer() {
     if (timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr) != 0)
         return fail_errno(GDX_ERR_IO, errno, "tcp", "timerfd_settime for the wakeup descriptor");
     return GDX_OK;
+}
+
+gdx_status_t TcpIface::set_socket_buffers(size_t sndbuf, size_t rcvbuf) {
+    constexpr size_t kMax = 1u << 30; // as GDX_TCP_SOCKBUF's range
+    for (size_t v : {sndbuf, rcvbuf})
+        if (v != SIZE_MAX && v > kMax)
+            return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "a socket buffer of %zu bytes: at most 1G", v);
+    if (sndbuf != SIZE_MAX) sndbuf_ = static_cast<int>(sndbuf);
+    if (rcvbuf != SIZE_MAX) rcvbuf_ = static_cast<int>(rcvbuf);
+    // Connections accepted from now on take the listener's sizes (a connection's own come before its handshake).
+    return acceptor_.is_open() ? set_buffer_sizes(*this, acceptor_.native_handle(), "the listening socket") : GDX_OK;
 }
 
 // Like uct_iface_event_arm: says whether it is safe to sleep, runs nothing. Work produced on this thread is

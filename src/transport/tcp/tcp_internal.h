@@ -139,6 +139,8 @@ gdx_status_t lanes_from_config(const Config &cfg, unsigned *out);
 // Options every socket of the interface gets (main connections and lanes): no Nagle, GDX_TCP_SOCKBUF, and the
 // kernel's timeouts derived from GDX_PEER_TIMEOUT.
 gdx_status_t configure_socket(const TcpIface &iface, int fd, const std::string &peer);
+// GDX_TCP_SOCKBUF (or the interface's SNDBUF/RCVBUF) on a socket not yet connected or listening; `what` names it.
+gdx_status_t set_buffer_sizes(const TcpIface &iface, int fd, const std::string &what);
 
 class Conn : public std::enable_shared_from_this<Conn> {
   public:
@@ -465,7 +467,9 @@ class TcpIface final : public InterfaceBase {
     Clock::duration peer_timeout() const { return peer_timeout_; }       // the kernel's bound (configure_socket)
     Clock::duration silence_timeout() const { return silence_timeout_; } // a live peer that does not answer
     Clock::duration conn_timeout() const { return conn_timeout_; }
-    int sockbuf() const { return sockbuf_; }
+    int sndbuf() const { return sndbuf_; }
+    int rcvbuf() const { return rcvbuf_; }
+    gdx_status_t set_socket_buffers(size_t sndbuf, size_t rcvbuf) override;
     void complete_later(Completion *comp, gdx_status_t st);
     void deliver_completions();
     uint8_t *bcopy_get();
@@ -504,7 +508,7 @@ class TcpIface final : public InterfaceBase {
     wire::Limits limits_;
     uint32_t tx_depth_ = 64;
     Clock::duration peer_timeout_, silence_timeout_, conn_timeout_;
-    int sockbuf_ = 0;
+    int sndbuf_ = 0, rcvbuf_ = 0; // GDX_TCP_SOCKBUF, or set_socket_buffers()
     unsigned lanes_cfg_ = 0, lane_threads_ = 1;
     uint64_t stripe_min_ = 0;
 
