@@ -129,5 +129,7 @@ ucs_status_t uct_gdx_iface_open(uct_md_h md, uct_worker_h worker, const uct_ifac
                                 const uct_iface_config_t *config, uct_iface_h *iface_p);
 extern ucs_config_field_t uct_gdx_iface_config_table[];
 extern ucs_config_field_t uct_gdx_tcp_iface_config_table[];
+/* Applies the transport's own interface settings (gdx_tcp: SNDBUF, RCVBUF) to an opened interface. */
+ucs_status_t uct_gdx_iface_apply_config(uct_gdx_iface_t *iface, uct_md_h md, const uct_iface_config_t *tl_config);
 
 #endif /* GDX_UCT_GDX_GLUE_H */

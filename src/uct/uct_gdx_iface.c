@@ -11,22 +11,6 @@
 #include <stddef.h>
 #include <string.h>
 
-ucs_config_field_t uct_gdx_iface_config_table[] = {
-    {"", "", NULL, ucs_offsetof(uct_gdx_iface_config_t, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
-    {NULL}
-};
-
-/* gdx_tcp's: UCX's tcp interface settings of the same names (UCX_TCP_SNDBUF / UCX_TCP_RCVBUF there), which
- * UCX's own tests also set to fill send resources quickly. */
-ucs_config_field_t uct_gdx_tcp_iface_config_table[] = {
-    {"", "", NULL, ucs_offsetof(uct_gdx_iface_config_t, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
-    {"SNDBUF", "auto", "Socket send buffer size (SO_SNDBUF) of this interface's connections; auto: GDX_TCP_SOCKBUF "
-     "(by default the kernel's, autotuned)", ucs_offsetof(uct_gdx_iface_config_t, sndbuf), UCS_CONFIG_TYPE_MEMUNITS},
-    {"RCVBUF", "auto", "Socket receive buffer size (SO_RCVBUF) of this interface's connections; auto: "
-     "GDX_TCP_SOCKBUF", ucs_offsetof(uct_gdx_iface_config_t, rcvbuf), UCS_CONFIG_TYPE_MEMUNITS},
-    {NULL}
-};
-
 static uct_iface_ops_t uct_gdx_iface_ops;
 
 static const char *uct_gdx_iface_name(uct_gdx_iface_t *iface)
@@ -576,26 +560,6 @@ static ucs_status_t uct_gdx_iface_event_arm(uct_iface_h tl_iface, unsigned event
 
 UCT_GDX_INTERNAL_OPS(uct_gdx_iface_internal_ops, uct_gdx_iface_estimate_perf, uct_gdx_iface_is_reachable_v2,
                      uct_gdx_ep_connect_to_ep_v2, uct_gdx_ep_is_connected_v2);
-
-/* The interface settings of the transport's own table (gdx_tcp: SNDBUF, RCVBUF); "auto" keeps GDX_*'s. */
-static ucs_status_t uct_gdx_iface_apply_config(uct_gdx_iface_t *iface, uct_md_h md,
-                                               const uct_iface_config_t *tl_config)
-{
-    const uct_gdx_component_t *comp    = ucs_container_of(md->component, uct_gdx_component_t, super);
-    const uct_gdx_iface_config_t *cfg = ucs_derived_of(tl_config, uct_gdx_iface_config_t);
-    gdx_status_t st;
-
-    if ((comp->uct_tl.config.table != uct_gdx_tcp_iface_config_table) ||
-        ((cfg->sndbuf == UCS_MEMUNITS_AUTO) && (cfg->rcvbuf == UCS_MEMUNITS_AUTO))) {
-        return UCS_OK;
-    }
-    st = gdx_uct_iface_set_socket_buffers(iface->bridge, (cfg->sndbuf == UCS_MEMUNITS_AUTO) ? SIZE_MAX : cfg->sndbuf,
-                                          (cfg->rcvbuf == UCS_MEMUNITS_AUTO) ? SIZE_MAX : cfg->rcvbuf);
-    if (st == GDX_OK) {
-        return UCS_OK;
-    }
-    return uct_gdx_fail(st, "iface_open (UCX_GDX_TCP_SNDBUF / UCX_GDX_TCP_RCVBUF)", uct_gdx_iface_name(iface));
-}
 
 static UCS_CLASS_INIT_FUNC(uct_gdx_iface_t, uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
