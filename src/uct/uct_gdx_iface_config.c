@@ -29,9 +29,8 @@ ucs_status_t uct_gdx_iface_apply_config(uct_gdx_iface_t *iface, uct_md_h md, con
     const uct_gdx_iface_config_t *cfg = ucs_derived_of(tl_config, uct_gdx_iface_config_t);
     gdx_status_t st;
 
-    if ((comp->uct_tl.config.table != uct_gdx_tcp_iface_config_table) ||
-        ((cfg->sndbuf == UCS_MEMUNITS_AUTO) && (cfg->rcvbuf == UCS_MEMUNITS_AUTO))) {
-        return UCS_OK;
+    if (comp->uct_tl.config.table != uct_gdx_tcp_iface_config_table) {
+        return UCS_OK; /* the other transports have UCT's generic settings only */
     }
     st = gdx_uct_iface_set_socket_buffers(iface->bridge, (cfg->sndbuf == UCS_MEMUNITS_AUTO) ? SIZE_MAX : cfg->sndbuf,
                                           (cfg->rcvbuf == UCS_MEMUNITS_AUTO) ? SIZE_MAX : cfg->rcvbuf);

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/rc/qp_state.h"
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -75,12 +76,8 @@ gdx_status_t RcEndpoint::init() {
     if (qp_ == nullptr) return fail_errno(GDX_ERR_NO_RESOURCE, errno, kComp, "%s: ibv_create_qp(RC)", I.port_name_.c_str());
     max_inline_ = qa.cap.max_inline_data;
 
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = 0;
-    a.port_num = D.port();
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ; // MRs still decide per region
-    if (int rc = ibv_modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    // Remote write and read on the QP; the MRs still decide per region.
+    if (int rc = qp_to_init(qp_, D.port(), IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ))
         return fail_errno(GDX_ERR_DRIVER, rc, kComp, "%s: ibv_modify_qp(INIT)", I.port_name_.c_str());
 
     slots_.resize(I.tx_len_);
@@ -221,40 +218,30 @@ gdx_status_t RcEndpoint::connect(std::span<const uint8_t> ra) {
                         "%s: connect: GDX_RC_SEG_SIZE differs (%zu here, %u at the peer); set it alike on both sides",
                         port, I.seg_size_, seg);
 
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = static_cast<ibv_mtu>(std::min<int>(b[6], D.port_attr().active_mtu));
-    a.dest_qp_num = qpn;
-    a.rq_psn = rpsn;
-    a.max_dest_rd_atomic = static_cast<uint8_t>(std::min(D.dev_attr().orig_attr.max_qp_rd_atom, 16));
-    a.min_rnr_timer = 12; // 0.64 ms; credits make RNR a bug, not a state
-    a.ah_attr.port_num = D.port();
-    if (D.is_roce()) {
-        a.ah_attr.is_global = 1;
-        std::memcpy(a.ah_attr.grh.dgid.raw, b + 40, 16);
-        a.ah_attr.grh.sgid_index = static_cast<uint8_t>(D.gid_index());
-        a.ah_attr.grh.hop_limit = 64;
+    QpPath path;
+    path.port = D.port();
+    path.mtu = static_cast<ibv_mtu>(std::min<int>(b[6], D.port_attr().active_mtu));
+    path.dest_qpn = qpn;
+    path.rq_psn = rpsn;
+    path.max_dest_rd_atomic = static_cast<uint8_t>(std::min(D.dev_attr().orig_attr.max_qp_rd_atom, 16));
+    path.global = D.is_roce();
+    if (path.global) {
+        std::memcpy(path.dgid.raw, b + 40, 16);
+        path.sgid_index = static_cast<uint8_t>(D.gid_index());
     } else {
-        a.ah_attr.dlid = get_u16(b + 16);
+        path.dlid = get_u16(b + 16);
     }
-    int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-    if (int rc = ibv_modify_qp(qp_, &a, mask)) return fail_errno(GDX_ERR_UNREACHABLE, rc, kComp, "%s: ibv_modify_qp(RTR) to QP %u", port, qpn);
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = I.timing_.timeout;
-    a.retry_cnt = I.timing_.retry_cnt;
-    a.rnr_retry = 6; // bounded: never expected (credits), never a hang
-    a.sq_psn = psn_;
-    a.max_rd_atomic = static_cast<uint8_t>(std::min(D.dev_attr().orig_attr.max_qp_init_rd_atom, 16));
-    mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
-    if (int rc = ibv_modify_qp(qp_, &a, mask)) return fail_errno(GDX_ERR_DRIVER, rc, kComp, "%s: ibv_modify_qp(RTS)", port);
+    if (int rc = qp_to_rtr(qp_, path))
+        return fail_errno(GDX_ERR_UNREACHABLE, rc, kComp, "%s: ibv_modify_qp(RTR) to QP %u", port, qpn);
+    if (int rc = qp_to_rts(qp_, I.timing_.timeout, I.timing_.retry_cnt, psn_,
+                           static_cast<uint8_t>(std::min(D.dev_attr().orig_attr.max_qp_init_rd_atom, 16))))
+        return fail_errno(GDX_ERR_DRIVER, rc, kComp, "%s: ibv_modify_qp(RTS)", port);
     peer_rx_len_ = rx;
     peer_credit_addr_ = credit_addr;
     peer_credit_rkey_ = get_u32(b + 28);
     connected_ = true;
     GDX_DEBUG(kComp, "%s: QP %u connected to QP %u (path MTU %d, peer credits %u)", port, qp_->qp_num, qpn,
-              128 << a.path_mtu, rx);
+              128 << path.mtu, rx);
     if (!pending_.empty()) I.mark_busy(this);
     return GDX_OK;
 }

@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 #include "transport/rc/device.h"
+#include "transport/rc/qp_state.h"
 
 #include <atomic>
 #include <cerrno>
@@ -41,39 +42,18 @@ std::string failed(const char *what, int err) { return std::string(what) + ": " 
 // RESET -> INIT -> RTR -> RTS towards `dest` (a QP of this same port).
 std::string connect_qp(ibv_qp *qp, uint32_t dest, uint8_t port, const ibv_port_attr &pa, int gid_index,
                        const ibv_gid &gid) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = port;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-        return failed("ibv_modify_qp(INIT)", rc);
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = pa.active_mtu;
-    a.dest_qp_num = dest;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
-    a.ah_attr.port_num = port;
-    if (gid_index >= 0) {
-        a.ah_attr.is_global = 1;
-        a.ah_attr.grh.dgid = gid;
-        a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index);
-        a.ah_attr.grh.hop_limit = 1;
-    } else {
-        a.ah_attr.dlid = pa.lid;
-    }
-    if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-        return failed("ibv_modify_qp(RTR)", rc);
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 6; // 7 would mean "retry forever" on rxe
-    a.rnr_retry = 6;
-    a.max_rd_atomic = 1;
-    if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-        return failed("ibv_modify_qp(RTS)", rc);
+    if (int rc = qp_to_init(qp, port, IBV_ACCESS_REMOTE_WRITE)) return failed("ibv_modify_qp(INIT)", rc);
+    QpPath path;
+    path.port = port;
+    path.mtu = pa.active_mtu;
+    path.dest_qpn = dest;
+    path.global = gid_index >= 0;
+    path.dgid = gid;
+    path.sgid_index = static_cast<uint8_t>(gid_index >= 0 ? gid_index : 0);
+    path.hop_limit = 1;
+    path.dlid = pa.lid;
+    if (int rc = qp_to_rtr(qp, path)) return failed("ibv_modify_qp(RTR)", rc);
+    if (int rc = qp_to_rts(qp, 14, 6, 0, 1)) return failed("ibv_modify_qp(RTS)", rc); // retry 7 = forever on rxe
     return "";
 }
 } // namespace

@@ -5,7 +5,6 @@
 #include "transport/tcp/tcp_internal.h"
 
 #include <cerrno>
-#include <climits>
 #include <fstream>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -132,7 +131,7 @@ gdx_status_t check_config(const Config &cfg) {
     if (stripe < 4096 || stripe > (uint64_t{1} << 30))
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_STRIPE_MIN=%s: must be 4K..1G",
                         cfg.text(TcpVar::TCP_STRIPE_MIN).c_str());
-    if (cfg.size(TcpVar::TCP_SOCKBUF) > INT_MAX / 2)
+    if (cfg.size(TcpVar::TCP_SOCKBUF) > kMaxSockBuf)
         return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "GDX_TCP_SOCKBUF=%s: at most 1G",
                         cfg.text(TcpVar::TCP_SOCKBUF).c_str());
     return GDX_OK;

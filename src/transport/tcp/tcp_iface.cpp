@@ -378,9 +378,8 @@ gdx_status_t TcpIface::arm_timer() {
 }
 
 gdx_status_t TcpIface::set_socket_buffers(size_t sndbuf, size_t rcvbuf) {
-    constexpr size_t kMax = 1u << 30; // as GDX_TCP_SOCKBUF's range
     for (size_t v : {sndbuf, rcvbuf})
-        if (v != SIZE_MAX && v > kMax)
+        if (v != SIZE_MAX && v > kMaxSockBuf)
             return GDX_FAIL(GDX_ERR_INVALID_CONFIG, "tcp", "a socket buffer of %zu bytes: at most 1G", v);
     if (sndbuf != SIZE_MAX) sndbuf_ = static_cast<int>(sndbuf);
     if (rcvbuf != SIZE_MAX) rcvbuf_ = static_cast<int>(rcvbuf);

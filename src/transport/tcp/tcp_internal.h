@@ -49,6 +49,7 @@ inline constexpr size_t kMaxAmBcopy = 8192;              // payload bytes of am_
 inline constexpr size_t kMaxAmZcopy = 1u << 20;          // header + payload of am_zcopy (receiver buffers it)
 inline constexpr uint64_t kMaxBulk = uint64_t{1} << 40;  // one put or get
 inline constexpr unsigned kMaxTxDepth = 4096;            // GDX_TCP_TX_DEPTH upper bound (= wire limit)
+inline constexpr size_t kMaxSockBuf = 1u << 30;  // GDX_TCP_SOCKBUF and SNDBUF/RCVBUF: at most 1G (an int)
 inline constexpr size_t kReadBudget = 32u << 20;         // bytes one readable event may consume before yielding
 inline constexpr size_t kMaxUnclaimed = 128;             // accepted sockets waiting for HELLO or for connect()
 inline constexpr size_t kBcopyPoolMax = 1024;            // am_bcopy buffers per interface (8 MiB at most)
@@ -136,8 +137,8 @@ class TcpEndpoint;
 // GDX_TCP_LANES resolved ('auto' from the CPUs this process may use); GDX_ERR_INVALID_CONFIG if malformed.
 gdx_status_t lanes_from_config(const Config &cfg, unsigned *out);
 
-// Options every socket of the interface gets (main connections and lanes): no Nagle, GDX_TCP_SOCKBUF, and the
-// kernel's timeouts derived from GDX_PEER_TIMEOUT.
+// Options every connected socket of the interface gets (main connections and lanes): no Nagle, and the kernel's
+// timeouts derived from GDX_PEER_TIMEOUT. Buffer sizes come earlier (set_buffer_sizes).
 gdx_status_t configure_socket(const TcpIface &iface, int fd, const std::string &peer);
 // GDX_TCP_SOCKBUF (or the interface's SNDBUF/RCVBUF) on a socket not yet connected or listening; `what` names it.
 gdx_status_t set_buffer_sizes(const TcpIface &iface, int fd, const std::string &what);
